@@ -1,0 +1,188 @@
+"""Every attribute key, event name and metric name otel-stall reads or writes.
+
+The ``gen_ai.*`` keys are defined here rather than imported from
+``opentelemetry-semantic-conventions``, whose GenAI constants are marked as
+moved and keep changing while the conventions are in development.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+
+class StallAttributes:
+    """Attributes otel-stall attaches to tool spans and run spans."""
+
+    SEQ: Final = "stall.seq"
+    """int: the tool call's position in its run's ledger, from 1."""
+    ROUND: Final = "stall.round"
+    """int: the round (model call plus the tool calls after it) the call belongs to, from 1."""
+    REPEAT_COUNT: Final = "stall.repeat.count"
+    """int: occurrences of this full signature in the run so far, this one included."""
+    REPEAT_OF: Final = "stall.repeat.of"
+    """int: ``stall.seq`` of the first occurrence; only set when the call is a repeat."""
+    REPEAT_CONSECUTIVE: Final = "stall.repeat.consecutive"
+    """int: length of the current back-to-back run of this full signature."""
+    SIGNATURE: Final = "stall.signature"
+    """string: xxh3 of tool, normalised arguments, result digest and status."""
+    CALL_SIGNATURE: Final = "stall.call.signature"
+    """string: xxh3 of tool and normalised arguments (what a guard compares)."""
+    RESULT_DIGEST: Final = "stall.result.digest"
+    """string: xxh3 of the normalised result; absent when the result was not captured."""
+    NEW_FACT: Final = "stall.new_fact"
+    """bool: the result carried a fingerprint not seen before in the run."""
+    ACTION: Final = "stall.action"
+    """string: ``continue``, ``warn``, ``refuse``, ``break`` or ``escalate``."""
+
+    VERDICT: Final = "stall.verdict"
+    """string, run span: ``ok``, ``warn``, ``break`` or ``escalate``."""
+    DETECTED: Final = "stall.detected"
+    """bool, run span: any rule fired. A real boolean so tail sampling can key on it."""
+    SCORE: Final = "stall.score"
+    """double, run span: repeated rows divided by all rows."""
+    TOOL_CALLS: Final = "stall.tool_calls"
+    """int, run span: tool calls in the run."""
+    ROUNDS: Final = "stall.rounds"
+    """int, run span: rounds in the run."""
+
+    TOOL_EXEMPT: Final = "stall.tool.exempt"
+    """bool, set by a tool on its own span: it repeats by protocol (polling, waiting)."""
+    TOOL_APPROVAL: Final = "stall.tool.approval"
+    """bool, set by a tool on its own span: it has approved side effects."""
+    REFUSED: Final = "stall.refused"
+    """bool, set by a guard on a tool span: the call was refused and never ran."""
+
+
+class StallEventAttributes:
+    """The ``stall.detected`` event added to a run span when a finding fires."""
+
+    EVENT_NAME: Final = "stall.detected"
+    """Event name, on the run span while it is still open."""
+    KIND: Final = "stall.kind"
+    """string: the rule (``repeat``, ``duplicate_call``, ``no_new_facts``, ...)."""
+    ACTION: Final = StallAttributes.ACTION
+    """string: what the rule asks for."""
+    SIGNATURE: Final = StallAttributes.SIGNATURE
+    """string: the looping signature (the call signature for ``duplicate_call``)."""
+    COUNT: Final = "stall.count"
+    """int: repeats, rounds or failures counted when the rule fired."""
+    FIRST_SEQ: Final = "stall.first_seq"
+    """int: where the stall began."""
+    SEQ: Final = StallAttributes.SEQ
+    """int: the call at which it fired."""
+    MESSAGE: Final = "stall.message"
+    """string: the stall report, written for the model."""
+
+
+class StallMetricNames:
+    """Instrument names, emitted through the OpenTelemetry Metrics API."""
+
+    FINDINGS: Final = "stall.findings"
+    """Counter of findings by ``stall.kind``, ``stall.action``, ``gen_ai.tool.name``."""
+    TOOL_CALLS: Final = "stall.tool_calls"
+    """Counter of tool calls by ``gen_ai.tool.name``, ``stall.repeat``, ``stall.new_fact``."""
+    RUNS: Final = "stall.runs"
+    """Counter of finished runs by ``stall.verdict``."""
+    REPEAT: Final = "stall.repeat"
+    """bool metric attribute: the call repeated an earlier full signature."""
+
+
+class GenAIAttributes:
+    """OpenTelemetry GenAI semantic conventions (development status)."""
+
+    OPERATION_NAME: Final = "gen_ai.operation.name"
+    """string: ``execute_tool``, ``chat``, ``invoke_agent``, ..."""
+    TOOL_NAME: Final = "gen_ai.tool.name"
+    """string: the tool's name."""
+    TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+    """string: the model's id for this tool call."""
+    TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+    """JSON string or structured value: the arguments the model passed (opt-in content)."""
+    TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+    """JSON string or structured value: what the tool returned (opt-in content)."""
+    AGENT_NAME: Final = "gen_ai.agent.name"
+    """string: the agent's name."""
+    AGENT_ID: Final = "gen_ai.agent.id"
+    """string: the agent's id."""
+    REQUEST_MODEL: Final = "gen_ai.request.model"
+    """string: the model asked for."""
+    INPUT_MESSAGES: Final = "gen_ai.input.messages"
+    """Chat history sent to the model (opt-in content); stripped by redaction."""
+    OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+    """Model output (opt-in content); stripped by redaction."""
+
+
+class GenAIOperation:
+    """Values of ``gen_ai.operation.name``."""
+
+    EXECUTE_TOOL: Final = "execute_tool"
+    """A tool call."""
+    CHAT: Final = "chat"
+    """A chat model call."""
+    TEXT_COMPLETION: Final = "text_completion"
+    """A completion model call."""
+    GENERATE_CONTENT: Final = "generate_content"
+    """A multimodal model call."""
+    INVOKE_AGENT: Final = "invoke_agent"
+    """An agent invocation: one run."""
+
+
+class ErrorAttributes:
+    """General attributes that say how an operation failed."""
+
+    ERROR_TYPE: Final = "error.type"
+    """string: the error class; also carries refusals and overloads by convention."""
+    HTTP_STATUS_CODE: Final = "http.response.status_code"
+    """int: an HTTP response status (429 and 503 mean overloaded)."""
+    RPC_GRPC_STATUS_CODE: Final = "rpc.grpc.status_code"
+    """int: a gRPC status (8 RESOURCE_EXHAUSTED and 14 UNAVAILABLE mean overloaded)."""
+
+
+class MCPAttributes:
+    """Model Context Protocol semantic conventions."""
+
+    METHOD_NAME: Final = "mcp.method.name"
+    """string: ``tools/call`` marks a tool call."""
+    TOOLS_CALL: Final = "tools/call"
+    """The method name of a tool call."""
+
+
+class OpenInferenceAttributes:
+    """OpenInference (Arize Phoenix) semantic conventions."""
+
+    SPAN_KIND: Final = "openinference.span.kind"
+    """string: ``TOOL``, ``LLM``, ``AGENT``, ``CHAIN``, ..."""
+    TOOL_NAME: Final = "tool.name"
+    """string: the tool's name."""
+    INPUT_VALUE: Final = "input.value"
+    """string: the span's input, often JSON."""
+    OUTPUT_VALUE: Final = "output.value"
+    """string: the span's output, often JSON."""
+    LLM_MODEL_NAME: Final = "llm.model_name"
+    """string: the model on LLM spans."""
+
+
+class TraceloopAttributes:
+    """OpenLLMetry (Traceloop) attributes."""
+
+    SPAN_KIND: Final = "traceloop.span.kind"
+    """string: ``tool``, ``agent``, ``workflow``, ``task``."""
+    ENTITY_NAME: Final = "traceloop.entity.name"
+    """string: the tool or agent name."""
+    ENTITY_INPUT: Final = "traceloop.entity.input"
+    """string: JSON input, cut at a length limit (then it is hashed as text)."""
+    ENTITY_OUTPUT: Final = "traceloop.entity.output"
+    """string: JSON output, cut at a length limit (then it is hashed as text)."""
+    LLM_REQUEST_TYPE: Final = "llm.request.type"
+    """string: ``chat`` or ``completion`` on OpenLLMetry model spans."""
+
+
+class ADKAttributes:
+    """Google Agent Development Kit attributes."""
+
+    TOOL_CALL_ARGS: Final = "gcp.vertex.agent.tool_call_args"
+    """string: JSON arguments of a tool call."""
+    TOOL_RESPONSE: Final = "gcp.vertex.agent.tool_response"
+    """string: JSON response of a tool call."""
+    LLM_REQUEST: Final = "gcp.vertex.agent.llm_request"
+    """string: marks an ADK model call."""

@@ -1,0 +1,296 @@
+"""The edge: span attributes in, :class:`ToolCall` / :class:`ModelCall` out.
+
+One :class:`Conventions` value understands OTel GenAI, MCP, OpenInference,
+OpenLLMetry and Google ADK spans, plus user-supplied :class:`CustomConvention`
+mappings. It works on a :class:`SpanRecord`, a plain value that the live
+processor, the replay and the gateway all build, so the detector is fed the
+same records whichever way the spans arrive.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from otel_stall._env import env_field, parse_names, resolve
+from otel_stall.attributes import (
+    ADKAttributes as ADK,
+)
+from otel_stall.attributes import (
+    ErrorAttributes as Err,
+)
+from otel_stall.attributes import (
+    GenAIAttributes as GenAI,
+)
+from otel_stall.attributes import (
+    GenAIOperation as Op,
+)
+from otel_stall.attributes import (
+    MCPAttributes as MCP,
+)
+from otel_stall.attributes import (
+    OpenInferenceAttributes as OI,
+)
+from otel_stall.attributes import (
+    StallAttributes as Stall,
+)
+from otel_stall.attributes import (
+    TraceloopAttributes as TL,
+)
+from otel_stall.records import ABSENT, ModelCall, RunKey, Status, ToolCall
+
+STATUS_UNSET: Final = 0
+STATUS_OK: Final = 1
+STATUS_ERROR: Final = 2
+
+
+class Role(enum.IntEnum):
+    """What a span is to the detector."""
+
+    OTHER = 0
+    TOOL = 1
+    MODEL = 2
+    AGENT = 3
+
+
+@dataclass(slots=True)
+class SpanRecord:
+    """A finished span reduced to what the conventions read; no OpenTelemetry types.
+
+    Ids are lower-case hex. ``status_code`` uses OTLP's numbers: 0 unset, 1 ok, 2 error.
+    Attribute values are plain Python: str, bool, int, float, tuples/lists, dicts
+    (an OTLP kvlist) or bytes.
+    """
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: Mapping[str, Any]
+    status_code: int = STATUS_UNSET
+    status_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CustomConvention:
+    """A mapping for spans that no built-in convention covers.
+
+    A span matches when ``attributes[role_key] == tool_value`` (or ``model_value``,
+    ``agent_value``); the payload keys are tried in order.
+    """
+
+    role_key: str
+    tool_value: str | None = None
+    model_value: str | None = None
+    agent_value: str | None = None
+    tool_name_keys: tuple[str, ...] = ()
+    arguments_keys: tuple[str, ...] = ()
+    result_keys: tuple[str, ...] = ()
+
+
+_MODEL_OPS: Final = frozenset({Op.CHAT, Op.TEXT_COMPLETION, Op.GENERATE_CONTENT})
+_TOOL_NAME_KEYS: Final = (GenAI.TOOL_NAME, OI.TOOL_NAME, TL.ENTITY_NAME)
+_ARGUMENT_KEYS: Final = (
+    GenAI.TOOL_CALL_ARGUMENTS,
+    ADK.TOOL_CALL_ARGS,
+    OI.INPUT_VALUE,
+    TL.ENTITY_INPUT,
+)
+_RESULT_KEYS: Final = (
+    GenAI.TOOL_CALL_RESULT,
+    ADK.TOOL_RESPONSE,
+    OI.OUTPUT_VALUE,
+    TL.ENTITY_OUTPUT,
+)
+CONTENT_KEYS: Final = frozenset(
+    (*_ARGUMENT_KEYS, *_RESULT_KEYS, GenAI.INPUT_MESSAGES, GenAI.OUTPUT_MESSAGES)
+)
+"""Raw payload attributes: what redaction strips from exported spans."""
+
+DEFAULT_OVERLOADED: Final = frozenset(
+    {
+        "429",
+        "503",
+        "overloaded",
+        "rate_limit",
+        "ratelimit",
+        "rate_limited",
+        "too_many_requests",
+        "resource_exhausted",
+        "ratelimiterror",
+    }
+)
+DEFAULT_REFUSED: Final = frozenset({"refused", "permission_denied", "blocked"})
+_OVERLOADED_GRPC: Final = frozenset({8, 14})
+
+
+def _lower_set(value: Any) -> frozenset[str]:
+    names = parse_names(value) if isinstance(value, str) else value
+    return frozenset(str(v).lower() for v in names)
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """How spans map to records. Build it directly or with :meth:`from_env`."""
+
+    overloaded_markers: frozenset[str] = env_field(
+        DEFAULT_OVERLOADED, "OVERLOADED_MARKERS", parse_names, "comma-separated error types"
+    )
+    """``error.type`` values and HTTP statuses meaning rate-limited or overloaded."""
+    refused_markers: frozenset[str] = env_field(
+        DEFAULT_REFUSED, "REFUSED_MARKERS", parse_names, "comma-separated error types"
+    )
+    """``error.type`` values meaning a guard refused the call."""
+    custom: tuple[CustomConvention, ...] = ()
+    _custom_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "overloaded_markers", _lower_set(self.overloaded_markers))
+        object.__setattr__(self, "refused_markers", _lower_set(self.refused_markers))
+        object.__setattr__(self, "custom", tuple(self.custom))
+        object.__setattr__(self, "_custom_keys", tuple(c.role_key for c in self.custom))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> Conventions:
+        """Resolve from explicit values, then ``OTEL_STALL_*``, then defaults."""
+        return resolve(cls, explicit, environ)
+
+    # -- classification (hot path: every span passes here) ------------------
+
+    def role(self, attributes: Mapping[str, Any] | None) -> Role:
+        """Classify a span by its attributes; most spans leave after a few lookups."""
+        if not attributes:
+            return Role.OTHER
+        get = attributes.get
+        op = get(GenAI.OPERATION_NAME)
+        if op is not None:
+            if op == Op.EXECUTE_TOOL:
+                return Role.TOOL
+            if op in _MODEL_OPS:
+                return Role.MODEL
+            if op == Op.INVOKE_AGENT:
+                return Role.AGENT
+        kind = get(OI.SPAN_KIND)
+        if kind is not None:
+            kind = str(kind).upper()
+            if kind == "TOOL":
+                return Role.TOOL
+            if kind == "LLM":
+                return Role.MODEL
+            if kind == "AGENT":
+                return Role.AGENT
+        kind = get(TL.SPAN_KIND)
+        if kind == "tool":
+            return Role.TOOL
+        if kind == "agent":
+            return Role.AGENT
+        if get(MCP.METHOD_NAME) == MCP.TOOLS_CALL or ADK.TOOL_CALL_ARGS in attributes:
+            return Role.TOOL
+        if get(TL.LLM_REQUEST_TYPE) in ("chat", "completion") or ADK.LLM_REQUEST in attributes:
+            return Role.MODEL
+        if self._custom_keys:
+            return self._custom_role(attributes)
+        return Role.OTHER
+
+    def _custom_role(self, attributes: Mapping[str, Any]) -> Role:
+        for conv in self.custom:
+            value = attributes.get(conv.role_key)
+            if value is None:
+                continue
+            if value == conv.tool_value:
+                return Role.TOOL
+            if value == conv.model_value:
+                return Role.MODEL
+            if value == conv.agent_value:
+                return Role.AGENT
+        return Role.OTHER
+
+    # -- records -------------------------------------------------------------
+
+    def tool_call(self, span: SpanRecord, run_key: RunKey = None) -> ToolCall:
+        """The :class:`ToolCall` a tool span describes."""
+        attrs = span.attributes
+        custom = self._custom_for(attrs)
+        name_keys = (*custom.tool_name_keys, *_TOOL_NAME_KEYS) if custom else _TOOL_NAME_KEYS
+        args_keys = (*custom.arguments_keys, *_ARGUMENT_KEYS) if custom else _ARGUMENT_KEYS
+        result_keys = (*custom.result_keys, *_RESULT_KEYS) if custom else _RESULT_KEYS
+        call_id = attrs.get(GenAI.TOOL_CALL_ID)
+        return ToolCall(
+            tool=_first_text(attrs, name_keys) or _name_from_span(span.name),
+            arguments=_first(attrs, args_keys),
+            result=_first(attrs, result_keys),
+            status=self.status(span),
+            run_key=run_key,
+            call_id=None if call_id is None else str(call_id),
+            span_id=span.span_id,
+            start_ns=span.start_ns,
+            end_ns=span.end_ns,
+            exempt=attrs.get(Stall.TOOL_EXEMPT) is True,
+            approval=attrs.get(Stall.TOOL_APPROVAL) is True,
+        )
+
+    @staticmethod
+    def model_call(span: SpanRecord, run_key: RunKey = None) -> ModelCall:
+        """The :class:`ModelCall` a model span describes."""
+        attrs = span.attributes
+        model = attrs.get(GenAI.REQUEST_MODEL) or attrs.get(OI.LLM_MODEL_NAME)
+        return ModelCall(
+            run_key=run_key,
+            span_id=span.span_id,
+            start_ns=span.start_ns,
+            end_ns=span.end_ns,
+            model=None if model is None else str(model),
+        )
+
+    def status(self, span: SpanRecord) -> Status:
+        """Refused, overloaded, error or ok, from the span status and error attributes."""
+        attrs = span.attributes
+        if attrs.get(Stall.REFUSED) is True:
+            return Status.REFUSED
+        error_type = attrs.get(Err.ERROR_TYPE)
+        if error_type is not None:
+            low = str(error_type).lower()
+            if low in self.refused_markers:
+                return Status.REFUSED
+            if low in self.overloaded_markers:
+                return Status.OVERLOADED
+        http = attrs.get(Err.HTTP_STATUS_CODE)
+        if http is not None and str(http) in self.overloaded_markers:
+            return Status.OVERLOADED
+        if attrs.get(Err.RPC_GRPC_STATUS_CODE) in _OVERLOADED_GRPC:
+            return Status.OVERLOADED
+        if span.status_code == STATUS_ERROR or error_type is not None:
+            return Status.ERROR
+        return Status.OK
+
+    def _custom_for(self, attributes: Mapping[str, Any]) -> CustomConvention | None:
+        for conv in self.custom:
+            if conv.role_key in attributes:
+                return conv
+        return None
+
+
+def _first(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = attributes.get(key)
+        if value is not None:
+            return value
+    return ABSENT
+
+
+def _first_text(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    value = _first(attributes, keys)
+    return None if value is ABSENT else str(value)
+
+
+def _name_from_span(name: str) -> str:
+    """``execute_tool search`` and ``tools/call search`` name the tool after the verb."""
+    head, _, tail = name.partition(" ")
+    return tail.strip() or head
+
+
+__all__ = ["CONTENT_KEYS", "Conventions", "CustomConvention", "Role", "SpanRecord"]

@@ -1,0 +1,553 @@
+"""One run's state machine: tool calls in, ledger rows, findings and a verdict out.
+
+The detector knows nothing of OpenTelemetry. It is fed :class:`ToolCall` and
+:class:`ModelCall` records in the order the agent made them, by the live
+processor, the replay and the gateway alike.
+
+Rounds: a model call plus the tool calls after it. A run that has no model
+calls treats each tool call as its own round. Round-level rules (no new facts,
+all calls refused, round budget) are evaluated when a round closes: at the
+next model call, or at :meth:`RunDetector.finish`.
+
+Every unclear case leans toward "new fact" and "continue": a loop that runs a
+little longer is still stopped by failures and budgets, while a healthy run
+that was wrongly cut off cannot be brought back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from otel_stall import messages
+from otel_stall.policy import DuplicateMode, StallPolicy
+from otel_stall.records import (
+    ABSENT,
+    ACTION_SEVERITY,
+    Action,
+    Event,
+    Finding,
+    Kind,
+    LedgerRow,
+    ModelCall,
+    RunKey,
+    RunReport,
+    Status,
+    ToolCall,
+    Verdict,
+)
+from otel_stall.signature import Content, Digests
+
+_FAILED = (Status.ERROR, Status.OVERLOADED)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one tool call produced: its ledger row and any findings it fired."""
+
+    row: LedgerRow
+    findings: tuple[Finding, ...] = ()
+
+
+@dataclass(slots=True)
+class _Round:
+    number: int
+    first_seq: int = 0
+    last: LedgerRow | None = None
+    calls: int = 0
+    ran: int = 0
+    new_fact: bool = False
+    overloaded: bool = False
+
+
+@dataclass(slots=True)
+class _Streak:
+    """A counter of consecutive no-progress steps and where it started."""
+
+    count: int = 0
+    first_seq: int = 0
+
+    def bump(self, seq: int) -> int:
+        if self.count == 0:
+            self.first_seq = seq
+        self.count += 1
+        return self.count
+
+    def reset(self) -> None:
+        self.count = 0
+
+
+@dataclass(slots=True)
+class _Occurrences:
+    first_seq: int
+    count: int = 0
+
+
+@dataclass
+class RunDetector:
+    """Detects stalls in one run. Not thread-safe: callers serialise per run."""
+
+    policy: StallPolicy = field(default_factory=StallPolicy)
+    run_key: RunKey = None
+    _rows: list[LedgerRow] = field(default_factory=list, init=False)
+    _findings: list[Finding] = field(default_factory=list, init=False)
+    _signatures: dict[str, _Occurrences] = field(default_factory=dict, init=False)
+    _executed: dict[str, _Occurrences] = field(default_factory=dict, init=False)
+    _fingerprints: set[str] = field(default_factory=set, init=False)
+    _last_signature: str | None = field(default=None, init=False)
+    _consecutive: int = field(default=0, init=False)
+    _last_call: str | None = field(default=None, init=False)
+    _call_consecutive: int = field(default=0, init=False)
+    _round: _Round | None = field(default=None, init=False)
+    _rounds: int = field(default=0, init=False)
+    _model_driven: bool = field(default=False, init=False)
+    _no_new_facts: _Streak = field(default_factory=_Streak, init=False)
+    _refused: _Streak = field(default_factory=_Streak, init=False)
+    _failures: dict[str, _Streak] = field(default_factory=dict, init=False)
+    _budget_calls: int = field(default=0, init=False)
+    _overloaded_exempted: int = field(default=0, init=False)
+    _overloaded_rounds: int = field(default=0, init=False)
+    _budget_fired: bool = field(default=False, init=False)
+    _verdict: Verdict = field(default=Verdict.OK, init=False)
+
+    # -- feeding -------------------------------------------------------------
+
+    def feed(self, event: Event) -> tuple[Finding, ...]:
+        """Feed any event; return the findings it fired."""
+        if isinstance(event, ModelCall):
+            return self.model_call(event)
+        return self.tool_call(event).findings
+
+    def model_call(self, call: ModelCall | None = None) -> tuple[Finding, ...]:
+        """A model call closes the current round and opens the next."""
+        findings = self._close_round()
+        self._model_driven = True
+        findings += self._open_round()
+        self._record(findings)
+        return findings
+
+    def tool_call(self, call: ToolCall, digests: Digests | None = None) -> Observation:
+        """Record one tool call; ``digests`` may be computed beforehand, outside any lock."""
+        policy = self.policy
+        findings: list[Finding] = []
+        if not self._model_driven or self._round is None:
+            findings += self._close_round()
+            findings += self._open_round()
+        current = self._round
+        assert current is not None
+        if digests is None:
+            digests = policy.signer.sign(call.tool, call.arguments, call.result, call.status)
+        seq = len(self._rows) + 1
+        tool, status, signature = call.tool, call.status, digests.signature
+        exempt = call.exempt or policy.is_exempt(tool)
+        approval = call.approval or policy.needs_approval(tool)
+
+        seen = self._signatures.get(signature)
+        if seen is None:
+            seen = self._signatures[signature] = _Occurrences(seq)
+        seen.count += 1
+        self._consecutive = self._consecutive + 1 if signature == self._last_signature else 1
+        self._last_signature = signature
+        consecutive = self._consecutive
+        new_fact = self._novelty(digests, status, exempt=exempt, approval=approval)
+
+        state = Action.CONTINUE
+        if not exempt and status is Status.OK and digests.result.known:
+            state = self._repeat(call, digests, seq, consecutive, seen.first_seq, findings)
+        call_signature = digests.call_signature
+        same = self._call_consecutive + 1 if call_signature == self._last_call else 1
+        self._last_call, self._call_consecutive = call_signature, same
+        if not exempt and not approval and digests.arguments.known:
+            self._duplicate(call, digests, seq, same, findings)
+        self._failure(call, digests, seq, findings)
+        self._budget(status, current, seq, call, digests, findings)
+
+        action = max((state, *(f.action for f in findings)), key=ACTION_SEVERITY.__getitem__)
+        row = LedgerRow(
+            seq=seq,
+            tool=tool,
+            signature=signature,
+            call_signature=digests.call_signature,
+            result_digest=digests.result_digest,
+            repeat_of=seen.first_seq if seen.count > 1 else None,
+            count=seen.count,
+            consecutive=consecutive,
+            new_fact=new_fact,
+            round=current.number,
+            status=status,
+            action=action,
+            span_id=call.span_id,
+        )
+        self._rows.append(row)
+        current.calls += 1
+        current.last = row
+        if current.first_seq == 0:
+            current.first_seq = seq
+        if status is not Status.REFUSED:
+            current.ran += 1
+        current.new_fact |= new_fact and status is not Status.REFUSED
+        if not self._model_driven:
+            closing = self._close_round()
+            if closing:
+                findings += closing
+                worst = max((action, *(f.action for f in closing)), key=ACTION_SEVERITY.__getitem__)
+                row = _with_action(row, worst)
+                self._rows[-1] = row
+        self._record(findings)
+        return Observation(row, tuple(findings))
+
+    def check_call(self, tool: str, arguments: Any, *, exempt: bool = False) -> Finding | None:
+        """The live gate: a refusal if running ``tool(arguments)`` now would be a duplicate.
+
+        Does not change any state; the call is recorded when its span ends.
+        """
+        policy = self.policy
+        if exempt or policy.duplicate_mode is DuplicateMode.OFF:
+            return None
+        if policy.is_exempt(tool) or policy.needs_approval(tool):
+            return None
+        digests = policy.signer.sign(tool, arguments, ABSENT, Status.OK)
+        if not digests.arguments.known:
+            return None
+        seq = len(self._rows) + 1
+        number = self._round.number if self._round else self._rounds + 1
+        call_signature = digests.call_signature
+        if policy.duplicate_mode is DuplicateMode.RUN:
+            done = self._executed.get(call_signature)
+            if done is None:
+                return None
+            return self._finding(
+                Kind.DUPLICATE_CALL,
+                Action.REFUSE,
+                tool,
+                call_signature,
+                done.count + 1,
+                done.first_seq,
+                seq,
+                number,
+                messages.duplicate(tool, done.first_seq),
+            )
+        same = self._call_consecutive + 1 if call_signature == self._last_call else 1
+        if same < policy.duplicate_consecutive_limit:
+            return None
+        first = seq - same + 1
+        return self._finding(
+            Kind.DUPLICATE_CALL,
+            Action.REFUSE,
+            tool,
+            call_signature,
+            same,
+            first,
+            seq,
+            number,
+            messages.duplicate_in_a_row(tool, same),
+        )
+
+    def finish(self) -> RunReport:
+        """Close the last round and return the final report."""
+        self._record(self._close_round())
+        return self.report()
+
+    # -- reading -------------------------------------------------------------
+
+    @property
+    def verdict(self) -> Verdict:
+        """The most severe action so far (``refuse`` counts as ``warn``)."""
+        return self._verdict
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """Every finding so far, in order."""
+        return tuple(self._findings)
+
+    @property
+    def ledger(self) -> tuple[LedgerRow, ...]:
+        """Every ledger row so far, in order."""
+        return tuple(self._rows)
+
+    @property
+    def rounds(self) -> int:
+        """Rounds opened so far."""
+        return self._rounds
+
+    def report(self) -> RunReport:
+        """A snapshot of the run: verdict, stall score, findings and ledger."""
+        return RunReport(
+            run_key=self.run_key,
+            verdict=self._verdict,
+            stall_score=stall_score(self._rows),
+            tool_calls=len(self._rows),
+            rounds=self._rounds,
+            findings=tuple(self._findings),
+            ledger=tuple(self._rows),
+        )
+
+    # -- rules ---------------------------------------------------------------
+
+    def _novelty(self, digests: Digests, status: Status, *, exempt: bool, approval: bool) -> bool:
+        """Did this call bring a fact not seen before in the run? Unclear leans to yes."""
+        if status is Status.REFUSED or status is Status.OVERLOADED:
+            return False
+        if exempt or approval or digests.result is not Content.PRESENT:
+            return True
+        fingerprint = digests.result_digest
+        assert fingerprint is not None
+        if fingerprint in self._fingerprints:
+            return False
+        self._fingerprints.add(fingerprint)
+        return True
+
+    def _repeat(
+        self,
+        call: ToolCall,
+        digests: Digests,
+        seq: int,
+        consecutive: int,
+        first_seq: int,
+        findings: list[Finding],
+    ) -> Action:
+        warn_at, break_at = self.policy.thresholds_for(call.tool)
+        if consecutive in (break_at, warn_at):
+            action = Action.BREAK if consecutive == break_at else Action.WARN
+            message = messages.repeat(call.tool, consecutive, first_seq, action)
+            findings.append(
+                self._finding(
+                    Kind.REPEAT,
+                    action,
+                    call.tool,
+                    digests.signature,
+                    consecutive,
+                    seq - consecutive + 1,
+                    seq,
+                    self._round_number(),
+                    message,
+                )
+            )
+        if consecutive >= break_at:
+            return Action.BREAK
+        return Action.WARN if consecutive >= warn_at else Action.CONTINUE
+
+    def _duplicate(
+        self, call: ToolCall, digests: Digests, seq: int, same: int, findings: list[Finding]
+    ) -> None:
+        policy, status, call_signature = self.policy, call.status, digests.call_signature
+        if status is Status.REFUSED or policy.duplicate_mode is DuplicateMode.OFF:
+            return
+        if policy.duplicate_mode is DuplicateMode.CONSECUTIVE:
+            if same >= policy.duplicate_consecutive_limit:
+                findings.append(
+                    self._finding(
+                        Kind.DUPLICATE_CALL,
+                        Action.REFUSE,
+                        call.tool,
+                        call_signature,
+                        same,
+                        seq - same + 1,
+                        seq,
+                        self._round_number(),
+                        messages.duplicate_in_a_row(call.tool, same),
+                    )
+                )
+            return
+        done = self._executed.get(call_signature)
+        if done is not None:
+            done.count += 1
+            findings.append(
+                self._finding(
+                    Kind.DUPLICATE_CALL,
+                    Action.REFUSE,
+                    call.tool,
+                    call_signature,
+                    done.count,
+                    done.first_seq,
+                    seq,
+                    self._round_number(),
+                    messages.duplicate(call.tool, done.first_seq),
+                )
+            )
+        elif status is Status.OK:
+            self._executed[call_signature] = _Occurrences(seq, 1)
+
+    def _failure(self, call: ToolCall, digests: Digests, seq: int, findings: list[Finding]) -> None:
+        status = call.status
+        if status is Status.OK:
+            self._failures.pop(call.tool, None)
+            return
+        if status not in _FAILED:
+            return
+        streak = self._failures.setdefault(call.tool, _Streak())
+        if streak.bump(seq) == self.policy.failure_limit:
+            findings.append(
+                self._finding(
+                    Kind.FAILURES,
+                    Action.ESCALATE,
+                    call.tool,
+                    digests.signature,
+                    streak.count,
+                    streak.first_seq,
+                    seq,
+                    self._round_number(),
+                    messages.failures(call.tool, streak.count, streak.first_seq),
+                )
+            )
+
+    def _budget(
+        self,
+        status: Status,
+        current: _Round,
+        seq: int,
+        call: ToolCall,
+        digests: Digests,
+        findings: list[Finding],
+    ) -> None:
+        if status is Status.REFUSED:
+            return
+        if (
+            status is Status.OVERLOADED
+            and self._overloaded_exempted < self.policy.overloaded_allowance
+        ):
+            self._overloaded_exempted += 1
+            current.overloaded = True
+            return
+        self._budget_calls += 1
+        limit = self.policy.max_tool_calls
+        if limit is not None and self._budget_calls > limit and not self._budget_fired:
+            self._budget_fired = True
+            findings.append(
+                self._finding(
+                    Kind.BUDGET,
+                    Action.BREAK,
+                    call.tool,
+                    digests.signature,
+                    self._budget_calls,
+                    seq,
+                    seq,
+                    current.number,
+                    messages.call_budget(limit),
+                )
+            )
+
+    def _open_round(self) -> tuple[Finding, ...]:
+        self._rounds += 1
+        self._round = _Round(self._rounds)
+        limit = self.policy.max_rounds
+        if limit is None or self._budget_fired:
+            return ()
+        allowed = limit + self._overloaded_rounds
+        if self._rounds <= allowed:
+            return ()
+        self._budget_fired = True
+        last = self._rows[-1] if self._rows else None
+        finding = self._finding(
+            Kind.BUDGET,
+            Action.BREAK,
+            last.tool if last else "",
+            last.signature if last else "",
+            self._rounds,
+            self._rounds,
+            len(self._rows),
+            self._rounds,
+            messages.round_budget(allowed),
+        )
+        return (finding,)
+
+    def _close_round(self) -> tuple[Finding, ...]:
+        current, self._round = self._round, None
+        if current is None or current.last is None:
+            return ()
+        last = current.last
+        if current.overloaded:
+            self._overloaded_rounds += 1
+        findings: list[Finding] = []
+        if current.ran == 0:
+            streak, kind = self._refused, Kind.REFUSED_ROUNDS
+            limit = self.policy.refused_rounds_limit
+        else:
+            self._refused.reset()
+            if current.new_fact:
+                self._no_new_facts.reset()
+                return ()
+            streak, kind = self._no_new_facts, Kind.NO_NEW_FACTS
+            limit = self.policy.no_new_facts_limit
+        if streak.bump(current.first_seq) == limit:
+            message = (
+                messages.refused_rounds(limit)
+                if kind is Kind.REFUSED_ROUNDS
+                else messages.no_new_facts(limit, streak.first_seq)
+            )
+            findings.append(
+                self._finding(
+                    kind,
+                    Action.BREAK,
+                    last.tool,
+                    last.signature,
+                    streak.count,
+                    streak.first_seq,
+                    last.seq,
+                    current.number,
+                    message,
+                )
+            )
+        return tuple(findings)
+
+    # -- helpers -------------------------------------------------------------
+
+    def _round_number(self) -> int:
+        return self._round.number if self._round else self._rounds
+
+    @staticmethod
+    def _finding(
+        kind: Kind,
+        action: Action,
+        tool: str,
+        signature: str,
+        count: int,
+        first_seq: int,
+        seq: int,
+        round_: int,
+        message: str,
+    ) -> Finding:
+        return Finding(kind, action, tool, signature, count, first_seq, seq, round_, message)
+
+    def _record(self, findings: Iterable[Finding]) -> None:
+        for finding in findings:
+            self._findings.append(finding)
+            verdict = Verdict.of(finding.action)
+            if verdict.severity > self._verdict.severity:
+                self._verdict = verdict
+
+
+def _with_action(row: LedgerRow, action: Action) -> LedgerRow:
+    return replace(row, action=action)
+
+
+def stall_score(rows: Iterable[LedgerRow]) -> float:
+    """Rows that repeat an earlier full signature, divided by all rows (0.0 for none)."""
+    total = repeats = 0
+    for row in rows:
+        total += 1
+        repeats += row.repeat_of is not None
+    return repeats / total if total else 0.0
+
+
+def detect(events: Iterable[Event], policy: StallPolicy | None = None) -> list[RunReport]:
+    """Run the detector over events of any number of runs, grouped by ``run_key``.
+
+    Events must be in the order the agent made them within each run; runs may
+    interleave. Reports come back in the order each run was first seen.
+    """
+    policy = policy or StallPolicy()
+    runs: dict[RunKey, RunDetector] = {}
+    for event in events:
+        detector = runs.get(event.run_key)
+        if detector is None:
+            detector = runs[event.run_key] = RunDetector(policy, event.run_key)
+        detector.feed(event)
+    return [d.finish() for d in runs.values()]
+
+
+def iter_findings(reports: Iterable[RunReport]) -> Iterator[Finding]:
+    """Every finding of every report, in order."""
+    for report in reports:
+        yield from report.findings

@@ -1,0 +1,75 @@
+"""The ``stall.*`` attributes and events that go on exported spans.
+
+One place builds them, so the live processor, the replay's re-export and the
+gateway attach exactly the same names and types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from otel_stall.attributes import StallAttributes as Stall
+from otel_stall.attributes import StallEventAttributes as Event
+from otel_stall.conventions import CONTENT_KEYS
+from otel_stall.records import Finding, LedgerRow, RunReport
+
+AttributeValue = str | bool | int | float
+
+
+def tool_span_attributes(row: LedgerRow) -> dict[str, AttributeValue]:
+    """What a tool span carries after detection."""
+    attrs: dict[str, AttributeValue] = {
+        Stall.SEQ: row.seq,
+        Stall.ROUND: row.round,
+        Stall.REPEAT_COUNT: row.count,
+        Stall.REPEAT_CONSECUTIVE: row.consecutive,
+        Stall.SIGNATURE: row.signature,
+        Stall.CALL_SIGNATURE: row.call_signature,
+        Stall.NEW_FACT: row.new_fact,
+        Stall.ACTION: row.action.value,
+    }
+    if row.repeat_of is not None:
+        attrs[Stall.REPEAT_OF] = row.repeat_of
+    if row.result_digest is not None:
+        attrs[Stall.RESULT_DIGEST] = row.result_digest
+    return attrs
+
+
+def run_span_attributes(report: RunReport) -> dict[str, AttributeValue]:
+    """What a run span (agent span, or the trace's root) carries when the run ends."""
+    return {
+        Stall.VERDICT: report.verdict.value,
+        Stall.DETECTED: report.detected,
+        Stall.SCORE: float(report.stall_score),
+        Stall.TOOL_CALLS: report.tool_calls,
+        Stall.ROUNDS: report.rounds,
+    }
+
+
+def finding_event_attributes(finding: Finding) -> dict[str, AttributeValue]:
+    """Attributes of the ``stall.detected`` event for one finding."""
+    return {
+        Event.KIND: finding.kind.value,
+        Event.ACTION: finding.action.value,
+        "gen_ai.tool.name": finding.tool,
+        Event.SIGNATURE: finding.signature,
+        Event.COUNT: finding.count,
+        Event.FIRST_SEQ: finding.first_seq,
+        Event.SEQ: finding.seq,
+        Event.MESSAGE: finding.message,
+    }
+
+
+def redact(
+    attributes: Mapping[str, Any], extra_keys: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """A copy without raw arguments, results and messages; digests stay."""
+    return {k: v for k, v in attributes.items() if k not in CONTENT_KEYS and k not in extra_keys}
+
+
+def needs_redaction(
+    attributes: Mapping[str, Any], extra_keys: frozenset[str] = frozenset()
+) -> bool:
+    """Whether any raw-content attribute is present."""
+    return any(k in CONTENT_KEYS or k in extra_keys for k in attributes)

@@ -1,0 +1,73 @@
+"""Guidance written for the model, not for an operator.
+
+A bare code makes a model give up ("blocked" reads as "impossible"), so each
+message says what is already known and what to do next.
+"""
+
+from __future__ import annotations
+
+from otel_stall.records import Action
+
+
+def repeat(tool: str, count: int, first_seq: int, action: Action) -> str:
+    """Back-to-back identical calls with identical results."""
+    head = (
+        f"Stall: `{tool}` was called {count} times in a row with the same arguments and "
+        f"returned the same result each time (first at step {first_seq})."
+    )
+    if action is Action.BREAK:
+        return head + " The loop is stopped: write your answer from what you have gathered."
+    return (
+        head + " That result is already in the conversation: use it, or change the arguments "
+        "or the approach. You may re-plan once."
+    )
+
+
+def duplicate(tool: str, first_seq: int) -> str:
+    """A call that already ran in this run."""
+    return (
+        f"Refused: `{tool}` already ran with these arguments at step {first_seq}, and its "
+        "result is in the conversation. Use that result, or change the arguments or the approach."
+    )
+
+
+def duplicate_in_a_row(tool: str, count: int) -> str:
+    """The chat check: the Nth identical call in a row."""
+    return (
+        f"Refused: this would be call {count} in a row of `{tool}` with the same arguments. "
+        "The earlier result is in the conversation: use that value, or use a different tool."
+    )
+
+
+def no_new_facts(rounds: int, first_seq: int) -> str:
+    """Rounds whose results had all been seen before."""
+    return (
+        f"No new facts in {rounds} rounds in a row (since step {first_seq}): every result had "
+        "been seen before. Stop calling tools and write the answer from what you have gathered."
+    )
+
+
+def refused_rounds(rounds: int) -> str:
+    """Rounds in which every call was refused."""
+    return (
+        f"Every tool call was refused in {rounds} rounds in a row. Stop repeating refused calls: "
+        "answer from what you have, or take a different approach."
+    )
+
+
+def failures(tool: str, count: int, first_seq: int) -> str:
+    """A failure streak of one tool."""
+    return (
+        f"`{tool}` failed {count} times in a row (since step {first_seq}). This is a tool "
+        "failure, not a stall: escalate instead of retrying."
+    )
+
+
+def call_budget(limit: int) -> str:
+    """The tool-call budget ran out."""
+    return f"The tool-call budget of {limit} calls is spent. Write the answer from what you have."
+
+
+def round_budget(limit: int) -> str:
+    """The round limit was reached."""
+    return f"The limit of {limit} rounds is reached. Write the answer from what you have."

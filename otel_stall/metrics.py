@@ -1,0 +1,60 @@
+"""The ``stall.*`` counters, through the OpenTelemetry Metrics API.
+
+Counters, not gauges, so Prometheus can alert on ``increase()`` over a window
+and several processes (or gateways) add up.
+"""
+
+from __future__ import annotations
+
+from opentelemetry import metrics
+
+from otel_stall._version import __version__
+from otel_stall.attributes import GenAIAttributes as GenAI
+from otel_stall.attributes import StallAttributes as Stall
+from otel_stall.attributes import StallEventAttributes as Event
+from otel_stall.attributes import StallMetricNames as Names
+from otel_stall.records import Finding, LedgerRow, RunReport
+
+
+class StallMetrics:
+    """Creates the instruments once and records rows, findings and finished runs."""
+
+    def __init__(self, meter_provider: metrics.MeterProvider | None = None) -> None:
+        meter = metrics.get_meter("otel_stall", __version__, meter_provider)
+        self._findings = meter.create_counter(
+            Names.FINDINGS, unit="{finding}", description="Stall findings by rule and action."
+        )
+        self._tool_calls = meter.create_counter(
+            Names.TOOL_CALLS,
+            unit="{call}",
+            description="Tool calls seen, by tool, repeat and new-fact.",
+        )
+        self._runs = meter.create_counter(
+            Names.RUNS, unit="{run}", description="Finished agent runs by verdict."
+        )
+
+    def record_row(self, row: LedgerRow) -> None:
+        """Count one tool call."""
+        self._tool_calls.add(
+            1,
+            {
+                GenAI.TOOL_NAME: row.tool,
+                Names.REPEAT: row.repeat_of is not None,
+                Stall.NEW_FACT: row.new_fact,
+            },
+        )
+
+    def record_finding(self, finding: Finding) -> None:
+        """Count one finding."""
+        self._findings.add(
+            1,
+            {
+                Event.KIND: finding.kind.value,
+                Event.ACTION: finding.action.value,
+                GenAI.TOOL_NAME: finding.tool,
+            },
+        )
+
+    def record_run(self, report: RunReport) -> None:
+        """Count one finished run."""
+        self._runs.add(1, {Stall.VERDICT: report.verdict.value})

@@ -1,0 +1,188 @@
+"""The stall policy: every threshold the detector applies, in one frozen value.
+
+Defaults follow the reference designs: warn and allow one re-plan at 3
+unchanged repeats, break at 5, escalate failures, and one shared limit of 5
+for the three "tries that go nowhere" rules (rounds without a new fact,
+rounds in which every call was refused, and failure streaks). Each of the
+three can still be overridden on its own.
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from otel_stall._env import (
+    ConfigError,
+    check,
+    env_field,
+    parse_bool,
+    parse_int,
+    parse_names,
+    parse_optional_int,
+    resolve,
+)
+from otel_stall.signature import DEFAULT_VOLATILE_KEYS, Normaliser, Signer, parse_volatile_keys
+
+
+class DuplicateMode(str, enum.Enum):
+    """How ``duplicate_call`` decides that a call should not run again."""
+
+    RUN = "run"
+    """Refuse a call whose tool and arguments already ran anywhere in this run."""
+    CONSECUTIVE = "consecutive"
+    """Refuse only the Nth back-to-back identical call (the chat check)."""
+    OFF = "off"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _parse_thresholds(text: str) -> dict[str, tuple[int, int]]:
+    """``search=3:5,deploy=2:3`` into ``{"search": (3, 5), "deploy": (2, 3)}``."""
+    out: dict[str, tuple[int, int]] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        tool, _, spec = item.partition("=")
+        warn, _, brk = spec.partition(":")
+        out[tool.strip()] = (int(warn), int(brk))
+    return out
+
+
+def _names(value: Iterable[str] | str) -> frozenset[str]:
+    return parse_names(value) if isinstance(value, str) else frozenset(value)
+
+
+def _matches(tool: str, names: frozenset[str]) -> bool:
+    if tool in names:
+        return True
+    return any(any(c in n for c in "*?[") and fnmatch.fnmatchcase(tool, n) for n in names)
+
+
+@dataclass(frozen=True)
+class StallPolicy:
+    """Thresholds and tool lists. Build it directly, or with :meth:`from_env`."""
+
+    warn_at: int = env_field(3, "WARN_AT", parse_int, "a whole number such as 3")
+    """Back-to-back identical signatures that warn and allow one re-plan."""
+    break_at: int = env_field(5, "BREAK_AT", parse_int, "a whole number above WARN_AT")
+    """Back-to-back identical signatures that break the loop."""
+    tool_thresholds: Mapping[str, tuple[int, int]] = env_field(
+        None, "TOOL_THRESHOLDS", _parse_thresholds, "'tool=WARN:BREAK,...' such as 'search=3:5'"
+    )
+    """Per-tool ``(warn_at, break_at)``: search and deploy deserve different limits."""
+    no_progress_limit: int = env_field(5, "NO_PROGRESS_LIMIT", parse_int, "a whole number")
+    """The shared default for the three rules below."""
+    no_new_facts_rounds: int | None = env_field(
+        None, "NO_NEW_FACTS_ROUNDS", parse_optional_int, "a whole number"
+    )
+    refused_rounds: int | None = env_field(
+        None, "REFUSED_ROUNDS", parse_optional_int, "a whole number"
+    )
+    failure_streak: int | None = env_field(
+        None, "FAILURE_STREAK", parse_optional_int, "a whole number"
+    )
+    duplicate_mode: DuplicateMode = env_field(
+        DuplicateMode.RUN, "DUPLICATE_MODE", DuplicateMode, "run, consecutive or off"
+    )
+    duplicate_consecutive_limit: int = env_field(
+        3, "DUPLICATE_CONSECUTIVE_LIMIT", parse_int, "a whole number such as 3"
+    )
+    exempt_tools: frozenset[str] = env_field(
+        frozenset(), "EXEMPT_TOOLS", parse_names, "comma-separated tool names or globs"
+    )
+    """Tools that repeat by protocol (polling, waiting on a subagent)."""
+    approval_tools: frozenset[str] = env_field(
+        frozenset(), "APPROVAL_TOOLS", parse_names, "comma-separated tool names or globs"
+    )
+    """Tools with approved side effects: every result of theirs is a new fact."""
+    max_tool_calls: int | None = env_field(
+        None, "MAX_TOOL_CALLS", parse_optional_int, "a whole number, or 'off'"
+    )
+    max_rounds: int | None = env_field(
+        None, "MAX_ROUNDS", parse_optional_int, "a whole number, or 'off'"
+    )
+    overloaded_allowance: int = env_field(
+        3, "OVERLOADED_ALLOWANCE", parse_int, "a whole number such as 3"
+    )
+    """Overloaded calls per run that do not count against ``max_tool_calls``."""
+    volatile_keys: tuple[str, ...] = env_field(
+        DEFAULT_VOLATILE_KEYS, "VOLATILE_KEYS", parse_volatile_keys, "'ts,nonce' or '+extra_key'"
+    )
+    scrub_values: bool = env_field(False, "SCRUB_VALUES", parse_bool, "true or false")
+    signer: Signer = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "tool_thresholds", dict(self.tool_thresholds or {}))
+        set_(self, "exempt_tools", _names(self.exempt_tools))
+        set_(self, "approval_tools", _names(self.approval_tools))
+        set_(self, "duplicate_mode", DuplicateMode(self.duplicate_mode))
+        set_(self, "volatile_keys", parse_volatile_keys(self.volatile_keys))
+        self._validate()
+        normaliser = Normaliser(self.volatile_keys, self.scrub_values)
+        set_(self, "signer", Signer(normaliser))
+
+    def _validate(self) -> None:
+        check(self.warn_at >= 1, "warn_at", "must be at least 1 (try 3)")
+        check(
+            self.break_at >= self.warn_at,
+            "break_at",
+            f"must be at least warn_at ({self.warn_at}); raise break_at or lower warn_at",
+        )
+        for tool, (warn, brk) in self.tool_thresholds.items():
+            check(
+                1 <= warn <= brk,
+                "tool_thresholds",
+                f"{tool}={warn}:{brk} needs 1 <= WARN <= BREAK, e.g. {tool}=3:5",
+            )
+        for name in ("no_progress_limit", "duplicate_consecutive_limit"):
+            check(getattr(self, name) >= 1, name, "must be at least 1 (the default is 5 or 3)")
+        for name in ("no_new_facts_rounds", "refused_rounds", "failure_streak"):
+            value = getattr(self, name)
+            check(
+                value is None or value >= 1,
+                name,
+                "must be at least 1, or None for the shared limit",
+            )
+        for name in ("max_tool_calls", "max_rounds"):
+            value = getattr(self, name)
+            check(value is None or value >= 1, name, "must be at least 1, or None for no limit")
+        check(self.overloaded_allowance >= 0, "overloaded_allowance", "must be 0 or more")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> StallPolicy:
+        """Resolve each setting from ``explicit``, then ``OTEL_STALL_*``, then the default."""
+        return resolve(cls, explicit, environ)
+
+    def thresholds_for(self, tool: str) -> tuple[int, int]:
+        """``(warn_at, break_at)`` for ``tool``."""
+        return self.tool_thresholds.get(tool, (self.warn_at, self.break_at))
+
+    def is_exempt(self, tool: str) -> bool:
+        """Whether policy exempts ``tool`` from the repeat and duplicate checks."""
+        return _matches(tool, self.exempt_tools)
+
+    def needs_approval(self, tool: str) -> bool:
+        """Whether policy marks ``tool`` as approval-gated (side effects)."""
+        return _matches(tool, self.approval_tools)
+
+    @property
+    def no_new_facts_limit(self) -> int:
+        """Rounds in a row with only already-seen results that end the run."""
+        return self.no_new_facts_rounds or self.no_progress_limit
+
+    @property
+    def refused_rounds_limit(self) -> int:
+        """Rounds in a row in which every call was refused that end the run."""
+        return self.refused_rounds or self.no_progress_limit
+
+    @property
+    def failure_limit(self) -> int:
+        """Failures in a row of one tool that escalate."""
+        return self.failure_streak or self.no_progress_limit
+
+
+__all__ = ["ConfigError", "DuplicateMode", "StallPolicy"]

@@ -1,0 +1,226 @@
+"""The detector's input and output records.
+
+Spans are turned into these small, OpenTelemetry-free values at the edge
+(:mod:`otel_stall.conventions`), so the live processor, the offline replay and
+the gateway all feed the very same detector.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+
+class Status(str, enum.Enum):
+    """How a tool call ended."""
+
+    OK = "ok"
+    ERROR = "error"
+    REFUSED = "refused"
+    """A guard refused the call before it ran: it produced nothing."""
+    OVERLOADED = "overloaded"
+    """The tool server hit a rate or capacity limit: a failure that returned nothing."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Action(str, enum.Enum):
+    """What the policy tells the agent to do, ordered by :data:`ACTION_SEVERITY`."""
+
+    CONTINUE = "continue"
+    REFUSE = "refuse"
+    WARN = "warn"
+    ESCALATE = "escalate"
+    BREAK = "break"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ACTION_SEVERITY: Final[dict[Action, int]] = {
+    Action.CONTINUE: 0,
+    Action.REFUSE: 1,
+    Action.WARN: 2,
+    Action.ESCALATE: 3,
+    Action.BREAK: 4,
+}
+
+
+class Kind(str, enum.Enum):
+    """Which rule produced a finding."""
+
+    REPEAT = "repeat"
+    DUPLICATE_CALL = "duplicate_call"
+    NO_NEW_FACTS = "no_new_facts"
+    REFUSED_ROUNDS = "refused_rounds"
+    FAILURES = "failures"
+    BUDGET = "budget"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Verdict(str, enum.Enum):
+    """A run's overall outcome: the most severe action seen (``refuse`` counts as ``warn``)."""
+
+    OK = "ok"
+    WARN = "warn"
+    ESCALATE = "escalate"
+    BREAK = "break"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def severity(self) -> int:
+        """Rank for comparisons and ``--fail-on``: ok < warn < escalate < break."""
+        return _VERDICT_SEVERITY[self]
+
+    @classmethod
+    def of(cls, action: Action) -> Verdict:
+        """The verdict a single action implies."""
+        if action is Action.BREAK:
+            return cls.BREAK
+        if action is Action.ESCALATE:
+            return cls.ESCALATE
+        if action in (Action.WARN, Action.REFUSE):
+            return cls.WARN
+        return cls.OK
+
+
+_VERDICT_SEVERITY: Final[dict[Verdict, int]] = {
+    Verdict.OK: 0,
+    Verdict.WARN: 1,
+    Verdict.ESCALATE: 2,
+    Verdict.BREAK: 3,
+}
+
+
+class _Absent:
+    """Marks content that was not captured, which is not the same as empty content."""
+
+    _instance: _Absent | None = None
+
+    def __new__(cls) -> _Absent:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Final = _Absent()
+"""Arguments or a result whose content was not captured (content capture off, redacted)."""
+
+RunKey = Hashable
+"""Identifies one agent invocation; the caller chooses it (trace id, agent span id, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call as the detector sees it: no spans, no OpenTelemetry types.
+
+    ``arguments`` and ``result`` may be JSON text, already-decoded values
+    (dicts, lists, scalars, as from an OTLP kvlist) or :data:`ABSENT`.
+    """
+
+    tool: str
+    arguments: Any = ABSENT
+    result: Any = ABSENT
+    status: Status = Status.OK
+    run_key: RunKey = None
+    seq: int | None = None
+    """The source's own sequence number, if it has one; the ledger numbers calls itself."""
+    call_id: str | None = None
+    span_id: str | None = None
+    start_ns: int = 0
+    end_ns: int = 0
+    exempt: bool = False
+    """The tool repeats by design (polling, wait-for-subagent): no repeat or duplicate checks."""
+    approval: bool = False
+    """The tool has side effects that an admin approves: every result counts as new."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """A model (chat, completion) call: it opens a new round in its run."""
+
+    run_key: RunKey = None
+    span_id: str | None = None
+    start_ns: int = 0
+    end_ns: int = 0
+    model: str | None = None
+
+
+Event = ToolCall | ModelCall
+"""What the detector consumes, in the order the agent made the calls."""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    """One tool call's line in the progress ledger."""
+
+    seq: int
+    tool: str
+    signature: str
+    """Hash of tool, normalised arguments, result digest and status."""
+    call_signature: str
+    """Hash of tool and normalised arguments: what a guard compares before execution."""
+    result_digest: str | None
+    """Hash of the normalised result; ``None`` when the result was not captured."""
+    repeat_of: int | None
+    """``seq`` of the first row with the same ``signature``, or ``None`` for a first occurrence."""
+    count: int
+    """Occurrences of ``signature`` so far in this run, this one included."""
+    consecutive: int
+    """Length of the current back-to-back run of this ``signature``."""
+    new_fact: bool
+    round: int
+    status: Status
+    action: Action
+    span_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A stall report: what fired, where, and a message written for the model."""
+
+    kind: Kind
+    action: Action
+    tool: str
+    signature: str
+    count: int
+    first_seq: int
+    seq: int
+    round: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """Everything the detector knows about one run: verdict, findings and the ledger."""
+
+    run_key: RunKey
+    verdict: Verdict
+    stall_score: float
+    tool_calls: int
+    rounds: int
+    findings: tuple[Finding, ...] = ()
+    ledger: tuple[LedgerRow, ...] = ()
+    attributes: dict[str, Any] = field(default_factory=dict)
+    """Free-form context from the edge (trace id, agent name); the detector ignores it."""
+
+    @property
+    def detected(self) -> bool:
+        """Whether any rule fired: what tail sampling keeps."""
+        return bool(self.findings)
