@@ -68,14 +68,15 @@ def resolve(cls: type[T], explicit: Mapping[str, Any], environ: Mapping[str, str
     """Build ``cls`` from explicit values, then the environment, then field defaults."""
     environ = os.environ if environ is None else environ
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = set(explicit) - set(fields)
+    settable = [name for name, f in fields.items() if f.init]
+    unknown = set(explicit) - set(settable)
     if unknown:
         names = ", ".join(sorted(unknown))
-        raise ConfigError(f"unknown setting(s) {names}; valid ones are {', '.join(fields)}")
+        raise ConfigError(f"unknown setting(s) {names}; valid ones are {', '.join(settable)}")
     values: dict[str, Any] = {}
-    for name, f in fields.items():
-        if not f.init:
-            continue
+    from_env: dict[str, str] = {}
+    for name in settable:
+        f = fields[name]
         if name in explicit and explicit[name] is not None:
             values[name] = explicit[name]
             continue
@@ -90,7 +91,15 @@ def resolve(cls: type[T], explicit: Mapping[str, Any], environ: Mapping[str, str
                 f"{var}={raw!r} is invalid ({exc}): set it to {f.metadata['hint']}, "
                 f"or unset it to use the default ({f.default!r})"
             ) from None
-    return cls(**values)
+        from_env[name] = f"{var}={raw!r}"
+    try:
+        return cls(**values)
+    except ConfigError as exc:
+        # Name the variables the bad values came from: that is where the fix goes.
+        sources = [text for name, text in from_env.items() if str(exc).startswith(name)]
+        if not sources:
+            raise
+        raise ConfigError(f"{exc} (from {', '.join(sources)})") from None
 
 
 def check(condition: bool, name: str, message: str) -> None:

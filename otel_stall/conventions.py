@@ -111,6 +111,24 @@ CONTENT_KEYS: Final = frozenset(
 )
 """Raw payload attributes: what redaction strips from exported spans."""
 
+ROLE_KEYS: Final = frozenset(
+    {
+        GenAI.OPERATION_NAME,
+        OI.SPAN_KIND,
+        TL.SPAN_KIND,
+        MCP.METHOD_NAME,
+        ADK.TOOL_CALL_ARGS,
+        TL.LLM_REQUEST_TYPE,
+        ADK.LLM_REQUEST,
+    }
+)
+"""Every attribute :meth:`Conventions.role` reads (besides custom ``role_key`` values).
+
+A span holding none of them is :attr:`Role.OTHER`: one set test instead of a
+series of lookups, which on the SDK's attribute mapping each cost a raised
+``KeyError``. Keep in step with :meth:`Conventions.role`.
+"""
+
 DEFAULT_OVERLOADED: Final = frozenset(
     {
         "429",
@@ -293,4 +311,4 @@ def _name_from_span(name: str) -> str:
     return tail.strip() or head
 
 
-__all__ = ["CONTENT_KEYS", "Conventions", "CustomConvention", "Role", "SpanRecord"]
+__all__ = ["CONTENT_KEYS", "ROLE_KEYS", "Conventions", "CustomConvention", "Role", "SpanRecord"]

@@ -12,6 +12,32 @@ next model call, or at :meth:`RunDetector.finish`.
 Every unclear case leans toward "new fact" and "continue": a loop that runs a
 little longer is still stopped by failures and budgets, while a healthy run
 that was wrongly cut off cannot be brought back.
+
+Deliberate decisions, in rule order:
+
+- ``repeat`` counts back-to-back identical *full* signatures, and only for
+  calls with status ``ok`` whose arguments and result were both captured and
+  fingerprinted (:attr:`Digests.comparable`). Failed calls escalate through
+  ``failures`` instead (reference 000), and calls without content cannot be
+  told apart, so they are never repeats (nor do they raise the stall score).
+  Approval tools are still subject to it: the same side effect five times with
+  the same answer is a loop.
+- ``duplicate_call`` needs known arguments: two calls whose arguments were not
+  captured may well differ. Only calls that ran and succeeded are "already
+  executed": retrying after an error or an overload is legitimate. Exempt and
+  approval tools are left out (an approval tool's repeat is a new side effect).
+  A call recorded with status ``refused`` that is a duplicate still yields the
+  ``duplicate_call`` finding, so a run refused by the live gate and the same
+  run replayed from its spans report the same thing. A call that already ran
+  in the same round (a batch run one call after another) counts too: by the
+  time the model reads the refusal, the earlier result is beside it.
+- Findings fire once, when a threshold is crossed; a streak that goes on does
+  not fire again until it has reset. A row's ``action`` reflects the state at
+  that row (the 6th back-to-back repeat still says ``break``). Round-level
+  findings (``no_new_facts``, ``refused_rounds``, the round budget) fire when
+  the round closes; a row, once returned, is never rewritten, so that the live
+  processor and the replay attach identical attributes. In a run without model
+  calls each tool call closes its own round, so its row carries the action.
 """
 
 from __future__ import annotations
@@ -97,6 +123,7 @@ class RunDetector:
     _fingerprints: set[str] = field(default_factory=set, init=False)
     _last_signature: str | None = field(default=None, init=False)
     _consecutive: int = field(default=0, init=False)
+    _repeat_fired: Action = field(default=Action.CONTINUE, init=False)
     _last_call: str | None = field(default=None, init=False)
     _call_consecutive: int = field(default=0, init=False)
     _round: _Round | None = field(default=None, init=False)
@@ -143,18 +170,26 @@ class RunDetector:
         exempt = call.exempt or policy.is_exempt(tool)
         approval = call.approval or policy.needs_approval(tool)
 
-        seen = self._signatures.get(signature)
-        if seen is None:
-            seen = self._signatures[signature] = _Occurrences(seq)
-        seen.count += 1
-        self._consecutive = self._consecutive + 1 if signature == self._last_signature else 1
-        self._last_signature = signature
+        comparable = digests.comparable
+        if comparable:
+            seen = self._signatures.get(signature)
+            if seen is None:
+                seen = self._signatures[signature] = _Occurrences(seq)
+            seen.count += 1
+            same_as_last = signature == self._last_signature
+            self._consecutive = self._consecutive + 1 if same_as_last else 1
+            self._last_signature = signature
+        else:
+            seen = _Occurrences(seq, 1)
+            self._consecutive, self._last_signature = 1, None
         consecutive = self._consecutive
+        if consecutive == 1:
+            self._repeat_fired = Action.CONTINUE
         new_fact = self._novelty(digests, status, exempt=exempt, approval=approval)
 
         state = Action.CONTINUE
-        if not exempt and status is Status.OK and digests.result.known:
-            state = self._repeat(call, digests, seq, consecutive, seen.first_seq, findings)
+        if comparable and not exempt and status is Status.OK:
+            state = self._repeat(call, digests, seq, consecutive, findings)
         call_signature = digests.call_signature
         same = self._call_consecutive + 1 if call_signature == self._last_call else 1
         self._last_call, self._call_consecutive = call_signature, same
@@ -163,7 +198,9 @@ class RunDetector:
         self._failure(call, digests, seq, findings)
         self._budget(status, current, seq, call, digests, findings)
 
-        action = max((state, *(f.action for f in findings)), key=ACTION_SEVERITY.__getitem__)
+        action = state
+        if findings:
+            action = max((state, *(f.action for f in findings)), key=ACTION_SEVERITY.__getitem__)
         row = LedgerRow(
             seq=seq,
             tool=tool,
@@ -197,13 +234,17 @@ class RunDetector:
         self._record(findings)
         return Observation(row, tuple(findings))
 
-    def check_call(self, tool: str, arguments: Any, *, exempt: bool = False) -> Finding | None:
+    def check_call(
+        self, tool: str, arguments: Any, *, exempt: bool = False, approval: bool = False
+    ) -> Finding | None:
         """The live gate: a refusal if running ``tool(arguments)`` now would be a duplicate.
 
-        Does not change any state; the call is recorded when its span ends.
+        Does not change any state; the call is recorded when its span ends
+        (with status ``refused`` if the caller followed the refusal, which then
+        records the same finding).
         """
         policy = self.policy
-        if exempt or policy.duplicate_mode is DuplicateMode.OFF:
+        if exempt or approval or policy.duplicate_mode is DuplicateMode.OFF:
             return None
         if policy.is_exempt(tool) or policy.needs_approval(tool):
             return None
@@ -304,35 +345,43 @@ class RunDetector:
         digests: Digests,
         seq: int,
         consecutive: int,
-        first_seq: int,
         findings: list[Finding],
     ) -> Action:
+        """Back-to-back identical calls: warn (one re-plan) at ``warn_at``, break at ``break_at``.
+
+        Fires when a threshold is crossed rather than hit exactly, so a streak
+        that began on calls exempt by their own flag still fires once.
+        """
         warn_at, break_at = self.policy.thresholds_for(call.tool)
-        if consecutive in (break_at, warn_at):
-            action = Action.BREAK if consecutive == break_at else Action.WARN
-            message = messages.repeat(call.tool, consecutive, first_seq, action)
+        if consecutive >= break_at:
+            state = Action.BREAK
+        elif consecutive >= warn_at:
+            state = Action.WARN
+        else:
+            return Action.CONTINUE
+        if ACTION_SEVERITY[state] > ACTION_SEVERITY[self._repeat_fired]:
+            self._repeat_fired = state
+            first_seq = seq - consecutive + 1
             findings.append(
                 self._finding(
                     Kind.REPEAT,
-                    action,
+                    state,
                     call.tool,
                     digests.signature,
                     consecutive,
-                    seq - consecutive + 1,
+                    first_seq,
                     seq,
                     self._round_number(),
-                    message,
+                    messages.repeat(call.tool, consecutive, first_seq, state),
                 )
             )
-        if consecutive >= break_at:
-            return Action.BREAK
-        return Action.WARN if consecutive >= warn_at else Action.CONTINUE
+        return state
 
     def _duplicate(
         self, call: ToolCall, digests: Digests, seq: int, same: int, findings: list[Finding]
     ) -> None:
         policy, status, call_signature = self.policy, call.status, digests.call_signature
-        if status is Status.REFUSED or policy.duplicate_mode is DuplicateMode.OFF:
+        if policy.duplicate_mode is DuplicateMode.OFF:
             return
         if policy.duplicate_mode is DuplicateMode.CONSECUTIVE:
             if same >= policy.duplicate_consecutive_limit:
@@ -350,6 +399,7 @@ class RunDetector:
                     )
                 )
             return
+        number = self._round_number()
         done = self._executed.get(call_signature)
         if done is not None:
             done.count += 1
@@ -362,7 +412,7 @@ class RunDetector:
                     done.count,
                     done.first_seq,
                     seq,
-                    self._round_number(),
+                    number,
                     messages.duplicate(call.tool, done.first_seq),
                 )
             )

@@ -13,6 +13,7 @@ import enum
 import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from otel_stall._env import (
@@ -45,10 +46,17 @@ def _parse_thresholds(text: str) -> dict[str, tuple[int, int]]:
     """``search=3:5,deploy=2:3`` into ``{"search": (3, 5), "deploy": (2, 3)}``."""
     out: dict[str, tuple[int, int]] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
-        tool, _, spec = item.partition("=")
-        warn, _, brk = spec.partition(":")
+        tool, sep, spec = item.partition("=")
+        warn, colon, brk = spec.partition(":")
+        if not (sep and colon and tool.strip()):
+            raise ValueError(f"{item!r} is not TOOL=WARN:BREAK")
         out[tool.strip()] = (int(warn), int(brk))
     return out
+
+
+def _parse_mode(text: str) -> DuplicateMode:
+    """``run``, ``consecutive`` or ``off``, in any case."""
+    return DuplicateMode(text.strip().lower())
 
 
 def _names(value: Iterable[str] | str) -> frozenset[str]:
@@ -56,6 +64,8 @@ def _names(value: Iterable[str] | str) -> frozenset[str]:
 
 
 def _matches(tool: str, names: frozenset[str]) -> bool:
+    if not names:
+        return False  # the common case, on every tool call
     if tool in names:
         return True
     return any(any(c in n for c in "*?[") and fnmatch.fnmatchcase(tool, n) for n in names)
@@ -85,7 +95,7 @@ class StallPolicy:
         None, "FAILURE_STREAK", parse_optional_int, "a whole number"
     )
     duplicate_mode: DuplicateMode = env_field(
-        DuplicateMode.RUN, "DUPLICATE_MODE", DuplicateMode, "run, consecutive or off"
+        DuplicateMode.RUN, "DUPLICATE_MODE", _parse_mode, "run, consecutive or off"
     )
     duplicate_consecutive_limit: int = env_field(
         3, "DUPLICATE_CONSECUTIVE_LIMIT", parse_int, "a whole number such as 3"
@@ -116,7 +126,10 @@ class StallPolicy:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        set_(self, "tool_thresholds", dict(self.tool_thresholds or {}))
+        # A read-only view: the policy is frozen, its per-tool table too.
+        given = self.tool_thresholds or {}
+        thresholds = {str(k): (int(v[0]), int(v[1])) for k, v in given.items()}
+        set_(self, "tool_thresholds", MappingProxyType(thresholds))
         set_(self, "exempt_tools", _names(self.exempt_tools))
         set_(self, "approval_tools", _names(self.approval_tools))
         set_(self, "duplicate_mode", DuplicateMode(self.duplicate_mode))

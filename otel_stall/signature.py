@@ -39,11 +39,16 @@ DEFAULT_VOLATILE_KEYS: Final[tuple[str, ...]] = (
 )
 """Keys dropped at any depth before hashing: they differ on every call by design."""
 
-MAX_DEPTH: Final = 200
-"""Deeper values are not fingerprinted: they count as unknown, never as a loop."""
+MAX_DEPTH: Final = 256
+"""Deeper values are not fingerprinted: they count as unknown, never as a loop.
+
+orjson itself refuses to write deeper than about 255 levels, so the limit is
+the same whether a value takes the fast path or the Python walk.
+"""
 
 _SORT: Final = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _hash = xxhash.xxh3_64_hexdigest
+_MAX_TEXT_PASSES: Final = 4
 
 
 class Content(str, enum.Enum):
@@ -60,7 +65,7 @@ class Content(str, enum.Enum):
     @property
     def known(self) -> bool:
         """Whether the payload has a digest that can be compared."""
-        return self in (Content.PRESENT, Content.EMPTY)
+        return self is Content.PRESENT or self is Content.EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,18 +78,37 @@ class Digests:
     arguments: Content
     result: Content
 
+    @property
+    def comparable(self) -> bool:
+        """Both payloads were captured and fingerprinted, so equal signatures mean equal calls.
+
+        With content capture off (the GenAI default) every call of a tool has
+        the same signature; treating those as repeats would flag every run.
+        """
+        return self.arguments.known and self.result.known
+
+
+class _TooDeep:
+    """JSON text nested beyond the parser's limit: a value too deep to fingerprint."""
+
+
+_TOO_DEEP: Final = _TooDeep()
 
 # -- strings -----------------------------------------------------------------
 
-_WS = re.compile(r"\s+")
 _PATHLIKE = re.compile(r'^(?:[A-Za-z]:|\.{1,2})?[\\/]?[^\\/\s:*?"<>|]+(?:[\\/][^\\/\s:*?"<>|]*)+$')
-_UUID = re.compile(
-    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-)
+_WIN_PATH = re.compile(r'(?<![A-Za-z0-9])[A-Za-z]:\\[^\s:*?"<>|]*')
+"""A Windows drive path inside free text, such as an error message."""
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 _ISO_TS = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
 )
 _TMP_NAME = re.compile(r"\$TMPDIR/(?:tmp[a-z0-9_]{8}|pytest-of-[^/]+/pytest-\d+)(?=/|$)")
+
+
+def _local_temp_dir() -> str:
+    """This machine's temp directory, with forward slashes and no trailing one."""
+    return tempfile.gettempdir().replace("\\", "/").rstrip("/")
 
 
 def _temp_dir_patterns() -> re.Pattern[str]:
@@ -93,7 +117,7 @@ def _temp_dir_patterns() -> re.Pattern[str]:
         r"[A-Za-z]:/Users/[^/]+/AppData/Local/Temp",
         r"(?:/var)?/tmp",
     ]
-    here = tempfile.gettempdir().replace("\\", "/").rstrip("/")
+    here = _local_temp_dir()
     if here and here not in ("/tmp", "/var/tmp"):
         roots.insert(0, re.escape(here))
     return re.compile(r"(?<![\w.$])(?:" + "|".join(roots) + r")(?=/|$)", re.IGNORECASE)
@@ -101,13 +125,39 @@ def _temp_dir_patterns() -> re.Pattern[str]:
 
 _TMP_DIR = _temp_dir_patterns()
 
-# Bytes in compact JSON that mean a string may need canonicalising: whitespace
-# that is not a single inner space, backslashes (escapes, Windows paths), and
-# temp directories. A false alarm costs only the slower walk.
-_STRING_MARKERS: Final = (
-    rb"  |\" | \"|\\[ntrfbu\\]|/tmp|/var/folders/|AppData"
-    rb"|\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80"
+# Bytes in compact JSON that mean a string may need canonicalising. A false
+# alarm costs only the slower walk; a miss would make the two paths disagree.
+_UNICODE_SPACES: Final = (
+    b"\xc2\x85",
+    b"\xc2\xa0",
+    b"\xe1\x9a\x80",
+    b"\xe2\x81\x9f",
+    b"\xe3\x80\x80",
 )
+"""U+0085, U+00A0, U+1680, U+205F and U+3000 in UTF-8: whitespace to ``str.split``."""
+_QUOTE_AS_SPACE: Final = bytes.maketrans(b'"', b" ")
+_ESCAPE: Final = re.compile(rb"\\[ntrfbu\\]")
+"""Escaped whitespace, control characters and backslashes (an escaped quote needs nothing)."""
+_E2_SPACE: Final = re.compile(rb"\xe2\x80[\x80-\x8a\xa8\xa9\xaf]")
+"""U+2000-U+200A, U+2028, U+2029 and U+202F, among the common U+20xx punctuation."""
+_SCRUB_HINT: Final = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-|\d{4}-\d{2}-\d{2}[T ]\d{2}:")
+
+
+def _path_hint() -> re.Pattern[bytes]:
+    """Temp-directory markers in lower-cased bytes, this machine's temp dir included.
+
+    Each alternative but the last starts with ``/``, which the regex engine
+    looks for first: it is tried at each slash, not at every byte.
+    """
+    pattern = rb"/(?:tmp|var/folders/|appdata/)"
+    here = _local_temp_dir().lower()
+    if here and "/tmp" not in here:
+        pattern += b"|" + re.escape(here.encode("utf-8", "surrogateescape"))
+    return re.compile(pattern)
+
+
+_PATH_HINT: Final = _path_hint()
+_LOCAL_TEMP_TEXT: Final = _local_temp_dir().lower()
 
 
 def _glob_to_bytes_regex(pattern: str) -> bytes:
@@ -116,7 +166,7 @@ def _glob_to_bytes_regex(pattern: str) -> bytes:
         if ch == "*":
             out.append(rb'[^"\\]*')
         elif ch == "?":
-            out.append(rb'[^"\\]')
+            out.append(rb'[^"\\]{1,4}')  # one character is 1 to 4 bytes of UTF-8
         else:
             out.append(re.escape(ch).encode())
     return b"".join(out)
@@ -136,24 +186,27 @@ class Normaliser:
     """Replace UUIDs and ISO-8601 timestamps inside strings. Off: it can make false loops."""
     _exact: frozenset[str] = field(init=False, repr=False, compare=False)
     _globs: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    _markers: re.Pattern[bytes] = field(init=False, repr=False, compare=False)
+    _keys: re.Pattern[bytes] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         keys = tuple(k.lower() for k in self.volatile_keys)
         globs = tuple(k for k in keys if any(c in k for c in "*?["))
-        object.__setattr__(self, "_exact", frozenset(k for k in keys if k not in globs))
+        exact = frozenset(k for k in keys if k not in globs)
+        object.__setattr__(self, "_exact", exact)
         object.__setattr__(self, "_globs", globs)
-        alternatives = [re.escape(k).encode() for k in self._exact]
-        alternatives += [_glob_to_bytes_regex(g) for g in globs if "[" not in g]
-        parts = [_STRING_MARKERS]
-        if alternatives:
-            parts.append(rb'"(?:' + rb"|".join(alternatives) + rb')":')
-        if any("[" in g for g in globs):
-            parts.append(rb'":')  # character classes: always walk
-        if self.scrub_values:
-            parts.append(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-|\d{4}-\d{2}-\d{2}[T ]\d{2}:")
-        marker = re.compile(b"|".join(parts), re.IGNORECASE)
-        object.__setattr__(self, "_markers", marker)
+        # One regex over the lower-cased bytes finds any volatile key: it starts
+        # with a quote, so it is tried at each string only, not at every byte.
+        patterns = [re.escape(orjson.dumps(k)[1:-1]) for k in sorted(exact)]
+        patterns += [_glob_to_bytes_regex(g) for g in globs if "[" not in g]
+        if any("[" in g for g in globs) or not all(k.isascii() for k in keys):
+            # Character classes, and case folding beyond ASCII, which bytes
+            # cannot do: any object may hold such a key, so objects always walk.
+            pattern: bytes | None = b'":'
+        elif patterns:
+            pattern = b'"(?:' + b"|".join(patterns) + b')":'
+        else:
+            pattern = None
+        object.__setattr__(self, "_keys", None if pattern is None else re.compile(pattern))
 
     # -- public API ----------------------------------------------------------
 
@@ -165,8 +218,10 @@ class Normaliser:
         if value is ABSENT:
             return None, Content.ABSENT
         value = self._decode(value)
+        if value is _TOO_DEEP:
+            return None, Content.UNKNOWN
         blob = self._fast(value)
-        if blob is None or self._markers.search(blob) is not None:
+        if blob is None or self._needs_walk(blob):
             try:
                 value = self.normalise(value)
                 blob = orjson.dumps(value, option=_SORT)
@@ -178,35 +233,75 @@ class Normaliser:
         """Return ``value`` with volatile keys dropped and strings made canonical."""
         if _depth > MAX_DEPTH:
             raise RecursionError("value nested deeper than MAX_DEPTH")
-        if isinstance(value, str):
+        kind = type(value)  # exact types first: this walk is the slow path's hot loop
+        if kind is str:
             return self.normalise_text(value)
-        if isinstance(value, Mapping):
+        if kind is list:
             depth = _depth + 1
-            return {
-                str(k): self.normalise(v, depth)
-                for k, v in value.items()
-                if not self.is_volatile(str(k))
-            }
+            return [self.normalise(v, depth) for v in value]
+        if kind is float:
+            return value if math.isfinite(value) else None  # orjson writes these as null
+        if kind is dict or isinstance(value, Mapping):
+            depth = _depth + 1
+            exact, globs = self._exact, self._globs
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                key = k if type(k) is str else _key_text(k)
+                low = key.lower()
+                if low in exact or (globs and any(fnmatch.fnmatchcase(low, g) for g in globs)):
+                    continue
+                out[key] = self.normalise(v, depth)
+            return out
         if isinstance(value, list | tuple):
             depth = _depth + 1
             return [self.normalise(v, depth) for v in value]
+        if kind is int:
+            if -(1 << 63) <= value < 1 << 64:
+                return value
+            return str(value)  # beyond what orjson writes (int64 and uint64): as text
+        if value is None or kind is bool:
+            return value
+        if isinstance(value, str):
+            return self.normalise_text(value)
         if isinstance(value, bytes | bytearray | memoryview):
             return self.normalise_text(bytes(value).decode("utf-8", "backslashreplace"))
-        if isinstance(value, float) and math.isnan(value):  # orjson writes NaN as null
-            return None
-        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 1 << 63:
+        if isinstance(value, float):
+            return value if math.isfinite(value) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            if -(1 << 63) <= value < 1 << 64:
+                return int(value)
             return str(value)
         return value
 
     def normalise_text(self, text: str) -> str:
-        """Collapse whitespace, make path separators and temp directories canonical."""
-        text = _WS.sub(" ", text).strip()
-        if "\\" in text and _PATHLIKE.match(text):
-            text = text.replace("\\", "/")
+        """Collapse whitespace, make path separators and temp directories canonical.
+
+        Path steps can enable each other (a temp directory replaced inside an
+        odd path makes it path-like), so they repeat until nothing changes: the
+        result is a fixed point, and normalising it again is a no-op.
+        """
+        text = " ".join(text.split())  # the same whitespace as ``\s``, in C
+        if "\\" not in text and "/" not in text and not self.scrub_values:
+            return text
+        for _ in range(_MAX_TEXT_PASSES):
+            done = self._paths_and_values(text)
+            if done == text:
+                break
+            text = done
+        return text
+
+    def _paths_and_values(self, text: str) -> str:
+        if "\\" in text:
+            if _PATHLIKE.match(text):
+                text = text.replace("\\", "/")
+            else:
+                text = _WIN_PATH.sub(_forward_slashes, text)
         if "/" in text:
-            text = _TMP_DIR.sub("$TMPDIR", text)
-            if "$TMPDIR/" in text:
-                text = _TMP_NAME.sub("$TMPDIR/*", text)
+            low = text.lower()
+            if "/t" in low or _LOCAL_TEMP_TEXT in low:
+                text = _TMP_DIR.sub("$TMPDIR", text)
+                if "$TMPDIR/" in text:
+                    text = _TMP_NAME.sub("$TMPDIR/*", text)
         if self.scrub_values:
             text = _UUID.sub("<uuid>", text)
             text = _ISO_TS.sub("<timestamp>", text)
@@ -223,26 +318,77 @@ class Normaliser:
 
     @staticmethod
     def _decode(value: Any) -> Any:
-        """Parse JSON text; text that is not JSON (cut at a length limit) stays text."""
+        """Parse JSON text; text that is not JSON (cut at a length limit) stays text.
+
+        JSON nested beyond orjson's parse limit is not text that happens to
+        look like JSON: it is a value too deep to fingerprint.
+        """
         if isinstance(value, bytes | bytearray | memoryview):
             raw = bytes(value)
             try:
                 return orjson.loads(raw)
-            except orjson.JSONDecodeError:
+            except orjson.JSONDecodeError as exc:
+                if exc.msg.startswith("depth limit"):
+                    return _TOO_DEEP
                 return raw.decode("utf-8", "backslashreplace")
         if isinstance(value, str):
             try:
                 return orjson.loads(value)
-            except orjson.JSONDecodeError:
-                return value
+            except orjson.JSONDecodeError as exc:
+                return _TOO_DEEP if exc.msg.startswith("depth limit") else value
         return value
+
+    def _needs_walk(self, blob: bytes) -> bool:
+        """Whether compact JSON holds anything the Python walk would change.
+
+        Ordered so that single-byte tests (C ``memchr``) gate the costlier
+        scans: most payloads pay for a few of them only.
+        """
+        if b"\\" in blob and _ESCAPE.search(blob):
+            return True
+        if not blob.isascii():
+            for marker in _UNICODE_SPACES:
+                if marker in blob:
+                    return True
+            if b"\xe2\x80" in blob and _E2_SPACE.search(blob):
+                return True
+        # Quotes read as spaces, one scan finds a double space, a space after an
+        # opening quote and one before a closing quote (compact JSON has no
+        # other spaces). Empty strings also match it: the exact test confirms.
+        if (
+            b" " in blob
+            and b"  " in blob.translate(_QUOTE_AS_SPACE)
+            and (b"  " in blob or b'" ' in blob or b' "' in blob)
+        ):
+            return True
+        folded = blob.lower()
+        if b"/" in blob and _PATH_HINT.search(folded):
+            return True
+        if self._keys is not None and self._keys.search(folded):
+            return True
+        return self.scrub_values and _SCRUB_HINT.search(blob) is not None
 
     @staticmethod
     def _fast(value: Any) -> bytes | None:
+        # Without OPT_NON_STR_KEYS, which costs half as much again: a key that
+        # is not a string fails here and takes the walk, which converts it.
         try:
-            return orjson.dumps(value, option=_SORT)
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         except (TypeError, orjson.JSONEncodeError):
             return None
+
+
+def _key_text(key: Any) -> str:
+    """A non-string key as orjson writes it, so both paths give the same bytes."""
+    if key is None:
+        return "null"
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key)
+
+
+def _forward_slashes(match: re.Match[str]) -> str:
+    return match.group(0).replace("\\", "/")
 
 
 def is_empty(value: Any, _depth: int = 0) -> bool:
@@ -250,21 +396,44 @@ def is_empty(value: Any, _depth: int = 0) -> bool:
 
     Judged by walking the value rather than by a list of key names, so a new
     tool's ``{"rows": [], "rowCount": 0}`` is recognised without configuration.
+    The walk stops at the first thing that is not empty, which for real
+    results is within a few steps.
     """
+    kind = type(value)
+    if kind is str:
+        return not value or value.isspace()
+    if kind is dict:
+        if _depth > MAX_DEPTH:
+            return False
+        for item in value.values():  # noqa: SIM110 - a loop beats all(generator) here
+            if not is_empty(item, _depth + 1):
+                return False
+        return True
+    if kind is list:
+        if _depth > MAX_DEPTH:
+            return False
+        for item in value:  # noqa: SIM110
+            if not is_empty(item, _depth + 1):
+                return False
+        return True
     if value is None or value is False:
         return True
+    if kind is bool:
+        return False
+    if kind is int:
+        return value == 0
+    if kind is float:
+        return value == 0 or not math.isfinite(value)  # NaN and inf are written as null
     if isinstance(value, str):
         return not value or value.isspace()
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int | float):
-        return value == 0
-    if _depth > MAX_DEPTH:
-        return False
     if isinstance(value, Mapping):
-        return all(is_empty(v, _depth + 1) for v in value.values())
+        return _depth <= MAX_DEPTH and all(is_empty(v, _depth + 1) for v in value.values())
     if isinstance(value, list | tuple):
-        return all(is_empty(v, _depth + 1) for v in value)
+        return _depth <= MAX_DEPTH and all(is_empty(v, _depth + 1) for v in value)
+    if isinstance(value, int):
+        return value == 0
+    if isinstance(value, float):
+        return value == 0 or not math.isfinite(value)
     return False
 
 

@@ -1,0 +1,174 @@
+"""Overhead of StallSpanProcessor over the same pipeline without it, measured side by side.
+
+Pipeline A: TracerProvider -> SimpleSpanProcessor -> no-op exporter.
+Pipeline B: TracerProvider -> StallSpanProcessor -> SimpleSpanProcessor -> no-op exporter.
+
+Two workloads, each run on A and B alternately (A/B/A/B ...) and compared by
+median, so drift and noise on a busy machine hit both sides alike:
+
+1. non-tool spans (an HTTP-ish trace: a root and nine children): target <= 1.05;
+2. tool spans with ~1.4 KB of payload (300 B arguments, 1.1 KB result) under an
+   agent span: target <= 1.5, aim 1.25.
+
+Metrics go to the global (no-op) meter provider, as in a process that has not
+configured metrics. Run: ``.venv/bin/python bench/bench_processor.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import Tracer
+
+from otel_stall.processor import StallSpanProcessor
+
+
+class NullExporter(SpanExporter):
+    """Accepts and drops spans: the pipeline's own cost is what is measured."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Drop the batch."""
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        """Nothing to release."""
+
+
+def tracers() -> tuple[Tracer, Tracer]:
+    plain = TracerProvider()
+    plain.add_span_processor(SimpleSpanProcessor(NullExporter()))
+    stall = TracerProvider()
+    stall.add_span_processor(StallSpanProcessor(SimpleSpanProcessor(NullExporter())))
+    return plain.get_tracer("bench"), stall.get_tracer("bench")
+
+
+def non_tool(tracer: Tracer, traces: int) -> None:
+    for i in range(traces):
+        with tracer.start_as_current_span(
+            "GET /orders", attributes={"http.request.method": "GET", "url.path": "/orders"}
+        ):
+            for j in range(9):
+                with tracer.start_as_current_span(
+                    "SELECT orders", attributes={"db.system": "postgresql", "db.query.id": j + i}
+                ):
+                    pass
+
+
+ARGS = json.dumps(
+    {
+        "query": "quarterly revenue by region for the EMEA sales organisation",
+        "filters": {"region": ["emea", "uk", "dach"], "year": 2024, "quarter": [1, 2, 3]},
+        "limit": 25,
+        "include": ["title", "url", "snippet", "score", "owner", "updated"],
+        "sort": {"field": "score", "order": "desc"},
+        "page": 0,
+    }
+)
+RESULT = json.dumps(
+    {
+        "hits": [
+            {
+                "title": f"Regional revenue report {k}",
+                "url": f"https://docs.example.com/reports/{k}",
+                "snippet": "Revenue grew in the region, driven by enterprise renewals.",
+                "score": 0.9 - k / 100,
+            }
+            for k in range(6)
+        ],
+        "total": 6,
+    }
+)
+TOOLS_PER_RUN = 50
+
+
+def tool(tracer: Tracer, runs: int, looping: bool = False) -> None:
+    for r in range(runs):
+        with tracer.start_as_current_span(
+            "invoke_agent researcher",
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "r"},
+        ):
+            for k in range(TOOLS_PER_RUN):
+                with tracer.start_as_current_span(
+                    "execute_tool search",
+                    attributes={
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": "search",
+                        "gen_ai.tool.call.id": f"call_{r}_{k}",
+                        "gen_ai.tool.call.arguments": (
+                            ARGS if looping else ARGS.replace('"page": 0', f'"page": {k}')
+                        ),
+                        "gen_ai.tool.call.result": RESULT,
+                    },
+                ):
+                    pass
+
+
+def looping(tracer: Tracer, runs: int) -> None:
+    tool(tracer, runs, looping=True)
+
+
+def measure(
+    work: Callable[[Tracer, int], None], size: int, reps: int
+) -> tuple[float, float, float]:
+    plain, stall = tracers()
+    work(plain, size)  # warm up both
+    work(stall, size)
+    a: list[float] = []
+    b: list[float] = []
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(reps):
+            # Alternate which side goes first, so neither always follows the other.
+            order = ((plain, a), (stall, b)) if i % 2 == 0 else ((stall, b), (plain, a))
+            for tracer, out in order:
+                start = time.perf_counter_ns()
+                work(tracer, size)
+                out.append(time.perf_counter_ns() - start)
+            if i % 20 == 19:
+                gc.collect()
+    finally:
+        gc.enable()
+    ma, mb = statistics.median(a), statistics.median(b)
+    return ma, mb, mb / ma
+
+
+def main(argv: Sequence[str]) -> int:
+    quick = "--quick" in argv
+    # Many short repetitions (a few ms each), alternated A/B: a burst of load from
+    # elsewhere on the machine then lands on both sides alike instead of on one.
+    reps = 41 if quick else 301
+    results: list[tuple[str, Callable[[Tracer, int], None], int, int, float | None]] = [
+        ("non-tool spans", non_tool, 20, 10, 1.05),
+        ("tool spans, 1.4 KB payload", tool, 1, TOOLS_PER_RUN + 1, 1.5),
+        ("  same, a looping run", looping, 1, TOOLS_PER_RUN + 1, None),
+    ]
+    print(
+        f"payload: arguments {len(ARGS)} B + result {len(RESULT)} B = {len(ARGS) + len(RESULT)} B"
+    )
+    print(
+        f"{'workload':<30} {'plain us/span':>14} {'stall us/span':>14} {'ratio':>7} {'target':>7}"
+    )
+    failed = False
+    for name, work, size, spans_per_unit, target in results:
+        ma, mb, ratio = measure(work, size, reps)
+        spans = size * spans_per_unit
+        ok = target is None or ratio <= target
+        failed |= not ok
+        verdict = "(info)" if target is None else "ok" if ok else "MISSED"
+        print(
+            f"{name:<30} {ma / spans / 1000:>14.2f} {mb / spans / 1000:>14.2f} "
+            f"{ratio:>7.3f} {'' if target is None else '<=' + str(target):>7} {verdict}"
+        )
+    return 1 if failed and "--check" in argv else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,7 @@
+"""``python -m otel_stall``: the same as the ``otel-stall`` command."""
+
+from __future__ import annotations
+
+from otel_stall.cli import main
+
+raise SystemExit(main())

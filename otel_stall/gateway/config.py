@@ -1,0 +1,164 @@
+"""The gateway's settings: one frozen value, from flags, ``OTEL_STALL_GATEWAY_*`` or defaults.
+
+Listeners default to loopback; binding wider is an explicit choice
+(``--listen-all`` or a ``0.0.0.0:PORT`` address), as for the collector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from otel_stall._env import (
+    ConfigError,
+    check,
+    env_field,
+    parse_bool,
+    parse_float,
+    parse_int,
+    resolve,
+)
+
+__all__ = [
+    "DEFAULT_GRPC",
+    "DEFAULT_HTTP",
+    "DEFAULT_METRICS",
+    "GatewayConfig",
+    "parse_address",
+    "parse_duration",
+]
+
+DEFAULT_GRPC = "127.0.0.1:4317"
+"""OTLP/gRPC, the port every OTLP exporter uses by default."""
+DEFAULT_HTTP = "127.0.0.1:4318"
+"""OTLP/HTTP (protobuf and JSON) on ``/v1/traces``."""
+DEFAULT_METRICS = "127.0.0.1:9464"
+"""Prometheus ``/metrics``: the OpenTelemetry Prometheus exporter's usual port."""
+
+
+def parse_address(text: str) -> tuple[str, int] | None:
+    """``HOST:PORT`` (or ``[v6]:PORT``) to a pair; empty or ``off`` disables the listener."""
+    text = text.strip()
+    if text.lower() in ("", "off", "none"):
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds, as ``2.5``, ``250ms``, ``10s`` or ``1m``."""
+    text = text.strip().lower()
+    for suffix, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0)):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * scale
+    return float(text)
+
+
+def _optional_text(text: str) -> str | None:
+    return text.strip() or None
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """Everything ``otel-stall serve`` can be told; see :meth:`from_env`."""
+
+    grpc: str = env_field(DEFAULT_GRPC, "GATEWAY_GRPC", str, "HOST:PORT, or off")
+    """OTLP/gRPC listen address, ``off`` to disable."""
+    http: str = env_field(DEFAULT_HTTP, "GATEWAY_HTTP", str, "HOST:PORT, or off")
+    """OTLP/HTTP listen address (``/v1/traces``, protobuf and JSON), ``off`` to disable."""
+    metrics: str = env_field(DEFAULT_METRICS, "GATEWAY_METRICS", str, "HOST:PORT, or off")
+    """Prometheus ``/metrics`` listen address, ``off`` to disable."""
+    upstream: str | None = env_field(
+        None, "GATEWAY_UPSTREAM", _optional_text, "HOST:PORT (gRPC) or http(s)://HOST/v1/traces"
+    )
+    """Where enriched spans go: ``host:port`` for OTLP/gRPC, ``http(s)://…/v1/traces`` for HTTP.
+
+    Without one the gateway only detects and serves metrics.
+    """
+    upstream_insecure: bool = env_field(
+        True, "GATEWAY_UPSTREAM_INSECURE", parse_bool, "true or false"
+    )
+    """Plain-text gRPC to the upstream (TLS when false, or for ``https://``)."""
+    detect: bool = env_field(True, "GATEWAY_DETECT", parse_bool, "true or false")
+    """Detection on; off makes a pass-through (the benchmark's baseline)."""
+    decision_wait: float = env_field(10.0, "GATEWAY_DECISION_WAIT", parse_duration, "e.g. 10s")
+    """Longest a trace is held waiting for its root span, in seconds."""
+    max_traces: int = env_field(20_000, "GATEWAY_MAX_TRACES", parse_int, "a whole number")
+    """Traces held at once; beyond it new traces pass un-enriched."""
+    max_spans: int = env_field(500_000, "GATEWAY_MAX_SPANS", parse_int, "a whole number")
+    """Spans held at once across traces."""
+    max_bytes: int = env_field(256 << 20, "GATEWAY_MAX_BYTES", parse_int, "a number of bytes")
+    """Encoded span bytes held at once across traces."""
+    queue_spans: int = env_field(200_000, "GATEWAY_QUEUE_SPANS", parse_int, "a whole number")
+    """Spans waiting for the upstream; beyond it batches are dropped and counted."""
+    export_timeout: float = env_field(10.0, "GATEWAY_EXPORT_TIMEOUT", parse_duration, "e.g. 10s")
+    """Timeout of one upstream export call."""
+    retry_initial: float = env_field(0.2, "GATEWAY_RETRY_INITIAL", parse_duration, "e.g. 200ms")
+    """First backoff after a retryable upstream failure; it doubles up to ``retry_max``."""
+    retry_max: float = env_field(5.0, "GATEWAY_RETRY_MAX", parse_duration, "e.g. 5s")
+    """Longest backoff between upstream attempts."""
+    shutdown_timeout: float = env_field(
+        15.0, "GATEWAY_SHUTDOWN_TIMEOUT", parse_duration, "e.g. 15s"
+    )
+    """On SIGTERM, how long to keep trying to deliver what is held."""
+    batch_spans: int = env_field(2048, "GATEWAY_BATCH_SPANS", parse_int, "a whole number")
+    """Spans per upstream request, at most (whole flushes are never split)."""
+    max_request_bytes: int = env_field(
+        16 << 20, "GATEWAY_MAX_REQUEST_BYTES", parse_int, "a number of bytes"
+    )
+    """Largest accepted request, after decompression; larger ones get an OTLP error."""
+    bearer_token: str | None = env_field(
+        None, "GATEWAY_BEARER_TOKEN", _optional_text, "a token string"
+    )
+    """When set, requests must carry ``Authorization: Bearer <token>``."""
+    tls_cert: str | None = env_field(None, "GATEWAY_TLS_CERT", _optional_text, "a PEM file")
+    """Serve both receivers over TLS with this certificate chain (needs ``tls_key``)."""
+    tls_key: str | None = env_field(None, "GATEWAY_TLS_KEY", _optional_text, "a PEM file")
+    """Private key for ``tls_cert``."""
+    workers: int = env_field(8, "GATEWAY_WORKERS", parse_int, "a whole number")
+    """gRPC server threads."""
+    flush_interval: float = env_field(0.1, "GATEWAY_FLUSH_INTERVAL", parse_float, "seconds")
+    """How often held traces are checked against ``decision_wait``."""
+
+    def __post_init__(self) -> None:
+        for name in ("grpc", "http", "metrics"):
+            try:
+                parse_address(getattr(self, name))
+            except ValueError as exc:
+                raise ConfigError(f"{name}: {exc}; use HOST:PORT or off") from None
+        check(self.decision_wait > 0, "decision_wait", "must be above 0 seconds")
+        for name in ("max_traces", "max_spans", "max_bytes", "queue_spans", "batch_spans"):
+            check(getattr(self, name) > 0, name, "must be above 0")
+        check(self.max_request_bytes >= 1024, "max_request_bytes", "must be at least 1024")
+        check(self.workers >= 1, "workers", "must be at least 1")
+        check(
+            0 < self.retry_initial <= self.retry_max, "retry_initial", "must be in (0, retry_max]"
+        )
+        check(
+            (self.tls_cert is None) == (self.tls_key is None),
+            "tls_cert",
+            "TLS needs both tls_cert and tls_key",
+        )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> GatewayConfig:
+        """Resolve each setting from ``explicit``, then ``OTEL_STALL_GATEWAY_*``, then defaults."""
+        return resolve(cls, explicit, environ)
+
+    @property
+    def grpc_address(self) -> tuple[str, int] | None:
+        """The gRPC listener, or ``None`` when off."""
+        return parse_address(self.grpc)
+
+    @property
+    def http_address(self) -> tuple[str, int] | None:
+        """The HTTP listener, or ``None`` when off."""
+        return parse_address(self.http)
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        """The ``/metrics`` listener, or ``None`` when off."""
+        return parse_address(self.metrics)

@@ -1,0 +1,165 @@
+"""``otel-stall serve``: the gateway process, its flags and its shutdown.
+
+On SIGTERM (or SIGINT) the receivers stop taking requests, every held trace
+is detected and forwarded, and the upstream queue is drained for up to
+``--shutdown-timeout``; what still could not be delivered is logged by count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import IO
+
+from otel_stall._env import ConfigError
+from otel_stall.conventions import Conventions
+from otel_stall.gateway.config import GatewayConfig
+from otel_stall.gateway.core import Pipeline
+from otel_stall.gateway.flags import build_parser, config_from_args
+from otel_stall.gateway.receivers import GrpcReceiver, HttpReceiver, MetricsServer
+from otel_stall.gateway.upstream import Sender
+from otel_stall.policy import StallPolicy
+
+__all__ = ["Gateway", "run", "serve_main"]
+
+logger = logging.getLogger("otel_stall.gateway")
+
+
+class Gateway:
+    """The receivers, the pipeline and ``/metrics``, started and stopped together."""
+
+    def __init__(
+        self,
+        config: GatewayConfig | None = None,
+        *,
+        policy: StallPolicy | None = None,
+        conventions: Conventions | None = None,
+        sender: Sender | None = None,
+    ) -> None:
+        self.config = config or GatewayConfig.from_env()
+        self.pipeline = Pipeline(self.config, policy=policy, conventions=conventions, sender=sender)
+        self.grpc: GrpcReceiver | None = None
+        self.http: HttpReceiver | None = None
+        self.metrics: MetricsServer | None = None
+        self._stopped = False
+
+    def start(self) -> Gateway:
+        """Bind every listener (port 0 picks a free one) and start serving."""
+        try:
+            if self.config.grpc_address is not None:
+                self.grpc = GrpcReceiver(self.pipeline, self.config)
+            if self.config.http_address is not None:
+                self.http = HttpReceiver(self.pipeline, self.config)
+            metrics_address = self.config.metrics_address
+            if metrics_address is not None:
+                self.metrics = MetricsServer(self.pipeline, metrics_address)
+        except BaseException:
+            self._close_listeners()
+            raise
+        self.pipeline.start()
+        for server in (self.grpc, self.http, self.metrics):
+            if server is not None:
+                server.start()
+        return self
+
+    def _close_listeners(self) -> None:
+        if self.grpc is not None:
+            self.grpc.stop(0)
+        if self.http is not None:
+            self.http.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
+
+    def stop(self, timeout: float | None = None) -> int:
+        """Stop receiving, flush everything held; returns spans left undelivered."""
+        if self._stopped:
+            return 0
+        self._stopped = True
+        if self.grpc is not None:
+            self.grpc.stop()
+        if self.http is not None:
+            self.http.stop()
+        left = self.pipeline.close(timeout)
+        if self.metrics is not None:
+            self.metrics.stop()
+        return left
+
+    def __enter__(self) -> Gateway:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    @property
+    def grpc_endpoint(self) -> str | None:
+        """``host:port`` of the gRPC receiver."""
+        return None if self.grpc is None else f"{self.grpc.host}:{self.grpc.port}"
+
+    @property
+    def http_endpoint(self) -> str | None:
+        """``http://host:port/v1/traces``."""
+        return None if self.http is None else f"http://{self.http.host}:{self.http.port}/v1/traces"
+
+    @property
+    def metrics_endpoint(self) -> str | None:
+        """``http://host:port/metrics``."""
+        if self.metrics is None:
+            return None
+        return f"http://{self.metrics.host}:{self.metrics.port}/metrics"
+
+
+def serve_main(argv: Sequence[str] | None = None) -> int:
+    """``otel-stall serve`` from raw arguments (also ``python -m otel_stall.gateway``)."""
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace, stderr: IO[str] | None = None) -> int:
+    """Run the gateway until SIGTERM/SIGINT.
+
+    Exit 0; 1 if spans were left undelivered; 2 on a bad setting or a port that is taken.
+    """
+    stderr = stderr or sys.stderr
+    logging.basicConfig(
+        level=str(getattr(args, "log_level", "INFO")).upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        config = config_from_args(args)
+        gateway = Gateway(config).start()
+    except (ConfigError, ValueError) as exc:
+        print(f"otel-stall serve: {exc}", file=stderr)
+        return 2
+    except OSError as exc:
+        print(f"otel-stall serve: cannot listen: {exc}", file=stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        logger.info("received %s: flushing and stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    logger.info(
+        "otel-stall gateway: grpc=%s http=%s metrics=%s upstream=%s",
+        gateway.grpc_endpoint,
+        gateway.http_endpoint,
+        gateway.metrics_endpoint,
+        config.upstream or "(none: detect and count only)",
+    )
+    while not stop.wait(1.0):
+        pass
+    left = gateway.stop()
+    pipeline = gateway.pipeline
+    logger.info(
+        "stopped: %d spans received, %d forwarded, %d undelivered",
+        pipeline.received,
+        pipeline.forwarded,
+        pipeline.undelivered,
+    )
+    return 0 if left == 0 else 1

@@ -1,0 +1,132 @@
+"""The live gate: the agent's own code asks before it runs a tool.
+
+Spans reach the processor after a call has run, so the processor alone can
+only stop the *next* round. :class:`StallGuard` reads the same run state to
+refuse a duplicate call before it runs, and to let the agent loop stop as
+soon as its run reaches ``break``. The run is found from the current span
+context, so the guard needs no run id: call it inside the agent's span (or a
+tool span under it).
+
+A refused call never ran. Record it as a tool span with ``stall.refused=true``
+(:data:`otel_stall.attributes.StallAttributes.REFUSED`) so the
+``refused_rounds`` rule can see it, and give the model :attr:`Refusal.message`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from opentelemetry import trace
+
+from otel_stall.records import ACTION_SEVERITY, Action, Finding, RunReport, Verdict
+
+if TYPE_CHECKING:
+    from otel_stall.processor import StallSpanProcessor, _Run
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Do not run this call; tell the model :attr:`message` instead."""
+
+    tool: str
+    message: str
+    """Guidance written for the model: the earlier result is already in the conversation."""
+    finding: Finding
+    """The ``duplicate_call`` finding behind the refusal."""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class RunStatus(NamedTuple):
+    """The current run's verdict and report (``None`` when the run has no state yet)."""
+
+    verdict: Verdict
+    report: RunReport | None
+
+
+class StallDetected(RuntimeError):
+    """Raised by :meth:`StallGuard.raise_if_stalled`: the run should stop now."""
+
+    def __init__(self, report: RunReport, finding: Finding | None = None) -> None:
+        self.report = report
+        self.finding = finding if finding is not None else _worst(report)
+        message = (
+            self.finding.message
+            if self.finding is not None
+            else f"run stalled (verdict {report.verdict.value})"
+        )
+        super().__init__(message)
+
+
+def _worst(report: RunReport) -> Finding | None:
+    """The most severe finding, the latest one among equals."""
+    best: Finding | None = None
+    for finding in report.findings:
+        if best is None or ACTION_SEVERITY[finding.action] >= ACTION_SEVERITY[best.action]:
+            best = finding
+    return best
+
+
+class StallGuard:
+    """Asks the processor's run state about the run of the current span."""
+
+    def __init__(self, processor: StallSpanProcessor) -> None:
+        self._processor = processor
+
+    def _run(self) -> _Run | None:
+        ctx = trace.get_current_span().get_span_context()
+        if not ctx.is_valid:
+            return None
+        return self._processor._run_for(ctx)
+
+    def before_call(self, tool: str, args: Any, *, exempt: bool = False) -> Refusal | None:
+        """A :class:`Refusal` if ``tool(args)`` already ran in this run, else ``None``.
+
+        Follows the policy's ``duplicate_call`` mode. Changes no state: the call
+        is recorded when its span ends. Never raises: on an internal error the
+        call is allowed (fail open).
+        """
+        try:
+            run = self._run()
+            if run is None:
+                return None
+            # check_call signs the arguments and reads several fields that must be
+            # consistent with each other, so it runs under the run's lock.
+            with run.lock:
+                detector = run.detector
+                if detector is None or run.closed:
+                    return None
+                finding = detector.check_call(tool, args, exempt=exempt)
+        except Exception as exc:
+            failure = self._processor._error("guard.before_call", exc)
+            if failure is not None:
+                raise
+            return None
+        if finding is None or finding.action is not Action.REFUSE:
+            return None
+        return Refusal(tool, finding.message, finding)
+
+    def verdict(self) -> RunStatus:
+        """The current run's verdict so far and a snapshot of its report."""
+        run = self._run()
+        if run is None:
+            return RunStatus(Verdict.OK, None)
+        with run.lock:
+            if run.report is not None:
+                report = run.report
+            elif run.detector is not None:
+                report = run.detector.report()
+            else:
+                return RunStatus(Verdict.OK, None)
+        return RunStatus(report.verdict, report)
+
+    def raise_if_stalled(self, at: Verdict = Verdict.BREAK) -> None:
+        """Raise :class:`StallDetected` once the run's verdict reaches ``at`` (``break``)."""
+        verdict, report = self.verdict()
+        if report is not None and verdict.severity >= at.severity:
+            raise StallDetected(report)
+
+
+__all__ = ["Refusal", "RunStatus", "StallDetected", "StallGuard"]

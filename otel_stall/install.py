@@ -1,0 +1,147 @@
+"""One call to add otel-stall to a process: ``otel_stall.install()``.
+
+It builds a :class:`StallSpanProcessor` from the ``OTEL_STALL_*`` environment
+(and any keyword settings), wraps the exporter the standard
+``OTEL_EXPORTER_OTLP_*`` variables ask for, and adds the result to the given
+SDK ``TracerProvider``, or to the global one, creating and installing an SDK
+provider when the global is still the API's proxy.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from otel_stall._env import ConfigError
+from otel_stall.conventions import Conventions
+from otel_stall.policy import StallPolicy
+from otel_stall.processor import StallSpanProcessor
+from otel_stall.records import Finding
+from otel_stall.settings import ProcessorSettings
+
+_installed: weakref.WeakKeyDictionary[TracerProvider, StallSpanProcessor] = (
+    weakref.WeakKeyDictionary()
+)
+_lock = threading.Lock()
+
+_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
+_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
+_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"
+
+
+def otlp_exporter_from_env(environ: Mapping[str, str] | None = None) -> SpanExporter | None:
+    """The OTLP exporter the standard variables ask for, or ``None`` if they ask for none.
+
+    An endpoint variable, or ``OTEL_TRACES_EXPORTER=otlp``, selects OTLP; the
+    protocol variables choose ``grpc`` (the default) or ``http/protobuf``.
+    """
+    env = os.environ if environ is None else environ
+    endpoint = env.get(_TRACES_ENDPOINT) or env.get(_ENDPOINT)
+    wanted = "otlp" in {p.strip() for p in env.get(_TRACES_EXPORTER, "").lower().split(",")}
+    if not endpoint and not wanted:
+        return None
+    protocol = (env.get(_TRACES_PROTOCOL) or env.get(_PROTOCOL) or "grpc").strip().lower()
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcExporter,
+        )
+
+        return GrpcExporter(endpoint=endpoint or None)
+    if protocol in ("http/protobuf", "http"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpExporter,
+        )
+
+        if env.get(_TRACES_ENDPOINT):
+            url = env[_TRACES_ENDPOINT]
+        elif endpoint:
+            url = endpoint.rstrip("/") + "/v1/traces"
+        else:
+            url = None
+        return HttpExporter(endpoint=url)
+    var = _TRACES_PROTOCOL if env.get(_TRACES_PROTOCOL) else _PROTOCOL
+    raise ConfigError(
+        f"{var}={protocol!r} is not supported by otel_stall.install(): "
+        "set it to 'grpc' or 'http/protobuf', or pass exporter=... explicitly"
+    )
+
+
+def _sdk_provider(provider: TracerProvider | None) -> TracerProvider:
+    if provider is not None:
+        return provider
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return current
+    if isinstance(current, trace.ProxyTracerProvider):
+        created = TracerProvider()
+        trace.set_tracer_provider(created)
+        # Another thread may have won the race; use whatever is global now.
+        final = trace.get_tracer_provider()
+        if isinstance(final, TracerProvider):
+            return final
+    raise ConfigError(
+        f"the global tracer provider is a {type(current).__name__}, not the SDK's "
+        "TracerProvider: pass provider=... (an opentelemetry.sdk.trace.TracerProvider)"
+    )
+
+
+def install(
+    provider: TracerProvider | None = None,
+    *,
+    exporter: SpanExporter | None = None,
+    downstream: SpanProcessor | Sequence[SpanProcessor] | None = None,
+    policy: StallPolicy | None = None,
+    conventions: Conventions | None = None,
+    meter_provider: MeterProvider | None = None,
+    on_finding: Callable[[Finding], None] | None = None,
+    environ: Mapping[str, str] | None = None,
+    **settings: Any,
+) -> StallSpanProcessor:
+    """Build a :class:`StallSpanProcessor` and add it to ``provider`` (or the global one).
+
+    Downstream, in order of precedence: ``downstream`` processors as given;
+    ``BatchSpanProcessor(exporter)``; a ``BatchSpanProcessor`` around the OTLP
+    exporter that ``OTEL_EXPORTER_OTLP_*`` selects; nothing (events, metrics and
+    callbacks still happen). ``settings`` are :class:`ProcessorSettings` fields
+    (``redact=True``, ``max_runs=...``); the policy and conventions come from
+    ``OTEL_STALL_*`` unless given. Installing twice on one provider returns
+    the processor already installed.
+    """
+    target = _sdk_provider(provider)
+    with _lock:
+        existing = _installed.get(target)
+        if existing is not None:
+            return existing
+        resolved = ProcessorSettings.from_env(environ, **settings)
+        processors: tuple[SpanProcessor, ...]
+        if downstream is not None:
+            processors = (
+                (downstream,) if isinstance(downstream, SpanProcessor) else tuple(downstream)
+            )
+        else:
+            chosen = exporter if exporter is not None else otlp_exporter_from_env(environ)
+            processors = () if chosen is None else (BatchSpanProcessor(chosen),)
+        processor = StallSpanProcessor(
+            *processors,
+            policy=policy or StallPolicy.from_env(environ),
+            conventions=conventions or Conventions.from_env(environ),
+            meter_provider=meter_provider,
+            on_finding=on_finding,
+            settings=resolved,
+        )
+        target.add_span_processor(processor)
+        _installed[target] = processor
+        return processor
+
+
+__all__ = ["install", "otlp_exporter_from_env"]

@@ -1,0 +1,801 @@
+"""The live face of otel-stall: a span processor that wraps the user's own processors.
+
+In the SDK, ``on_end`` receives a :class:`ReadableSpan` whose attributes are
+already frozen, so a processor cannot add ``stall.*`` attributes to the span it
+is given. :class:`StallSpanProcessor` therefore *wraps* the downstream
+processors (a ``BatchSpanProcessor`` with an exporter, typically): it forwards
+``on_start`` unchanged, and on ``on_end`` hands them an enriched copy of each
+tool span and run span, built through ``ReadableSpan``'s public constructor.
+Every other span is forwarded as the very same object after one role lookup.
+
+Semantics match :mod:`otel_stall.trace` (the batch analysis used by replay and
+the gateway), so a complete trace gets the same verdicts and attributes live
+and after the fact:
+
+* a run is the nearest ancestor agent span, else the trace, whose root span
+  then plays the run span;
+* a tool span nested inside another tool span is the same call seen twice:
+  only the outermost one counts;
+* model calls open a round when they start, tool calls are fed when they end;
+* findings fired while the run span is open become ``stall.detected`` events
+  on it; findings fired when the last round closes at run end go on its copy.
+
+Ancestry is tracked from ``on_start`` using the attributes a span has when it
+starts (the GenAI conventions ask instrumentations to set
+``gen_ai.operation.name`` at creation for this reason). Only spans that can
+matter are remembered: agent, tool and model spans and the descendants of
+agent and tool spans. A span with none of those above it belongs to the trace
+run, which is created only when a tool or model span needs it; so a trace with
+no agent activity costs one set test per span at start and at end, and one
+small dict entry for its root.
+
+Concurrency: one lock guards the table of runs and is held only for dict
+operations; each run has its own lock that serialises its detector. Hashing,
+downstream calls and user callbacks run outside every lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Final
+
+from opentelemetry.context import Context
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import SpanContext
+
+from otel_stall.attributes import StallEventAttributes
+from otel_stall.conventions import CONTENT_KEYS, ROLE_KEYS, Conventions, Role, SpanRecord
+from otel_stall.detector import RunDetector
+from otel_stall.enrich import finding_event_attributes, run_span_attributes, tool_span_attributes
+from otel_stall.metrics import StallMetrics
+from otel_stall.policy import StallPolicy
+from otel_stall.records import Finding, RunReport
+from otel_stall.settings import ProcessorSettings
+from otel_stall.spans import attribute_dict, copy_span, span_record
+from otel_stall.trace import agent_name
+
+if TYPE_CHECKING:
+    from otel_stall.guard import StallGuard
+
+logger = logging.getLogger("otel_stall")
+
+_EVENT: Final = StallEventAttributes.EVENT_NAME
+_OTHER: Final = Role.OTHER
+_TOOL: Final = Role.TOOL
+_MODEL: Final = Role.MODEL
+_AGENT: Final = Role.AGENT
+
+_TOUCH: Final = 1.0
+"""Seconds within which a run is not moved in the LRU order again (saves a lock)."""
+_ENDED_ROOTS: Final = 4096
+"""How many ended trace roots are remembered, so late spans do not reopen their trace."""
+
+
+class _Run:
+    """One run's live state: its detector, its run span and bookkeeping."""
+
+    __slots__ = (
+        "closed",
+        "detector",
+        "evicted",
+        "fired",
+        "key",
+        "last",
+        "lock",
+        "registered",
+        "report",
+        "run_key",
+        "span",
+        "span_id",
+        "trace_id",
+    )
+
+    def __init__(self, trace_id: int, span_id: int | None, span: Span | None) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        """The agent span's id, or ``None`` when the trace is the run."""
+        self.key = (trace_id, span_id)
+        self.run_key = (
+            format(trace_id, "032x"),
+            None if span_id is None else format(span_id, "016x"),
+        )
+        """The same run key :class:`otel_stall.trace.TraceAnalyzer` uses."""
+        self.span = span
+        """The live run span (agent span or trace root) while it is open, if seen here."""
+        self.lock = threading.Lock()
+        self.detector: RunDetector | None = None
+        self.registered = False
+        self.evicted = False
+        """Removed from the table (ended or evicted); set under the table lock."""
+        self.closed = False
+        """The detector is finished; set under the run lock."""
+        self.last = 0.0
+        self.fired: list[tuple[int, Finding]] = []
+        """Every finding with the time it fired, to put on the run span's copy if missing."""
+        self.report: RunReport | None = None
+
+
+class _Node:
+    """The ancestry of one tracked open span: its run, and what its children inherit.
+
+    ``run`` ``None`` means the trace run. Nodes of plain spans are shared: a
+    plain span under a tracked parent stores its parent's ``child`` node, whose
+    own ``child`` is itself, so tracking it allocates nothing.
+    """
+
+    __slots__ = ("child", "nested", "owned", "role", "run")
+
+    def __init__(
+        self,
+        run: _Run | None,
+        nested: bool,
+        role: Role = _OTHER,
+        owned: _Run | None = None,
+        child: _Node | None = None,
+    ) -> None:
+        self.run = run
+        self.nested = nested
+        """Inside a tool span: the outer tool span is the call, this one is not."""
+        self.role = role
+        """The role the span had at its start."""
+        self.owned = owned
+        """The run this span is the run span of (agent spans)."""
+        self.child: _Node | None = self if role is _OTHER and owned is None else child
+        """What a plain child stores; ``None``: children need no entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorStats:
+    """A snapshot of the processor's state, for health checks and tests."""
+
+    active_runs: int
+    """Runs currently tracked (with at least one tool or model call)."""
+    tracked_spans: int
+    """Open spans whose ancestry is remembered (open trace roots included)."""
+    finished_runs: int
+    """Runs finished because their run span ended."""
+    evicted_runs: int
+    """Runs finished early by the TTL or the ``max_runs`` bound."""
+    forgotten_spans: int
+    """Open spans dropped from the ancestry map by the ``max_tracked_spans`` bound."""
+    errors: int
+    """Internal errors caught (the processor failed open)."""
+
+
+class StallSpanProcessor(SpanProcessor):
+    """Detects stalled agents from their spans and enriches what downstream exports.
+
+    ``StallSpanProcessor(BatchSpanProcessor(OTLPSpanExporter()))`` replaces the
+    plain ``BatchSpanProcessor`` in an existing pipeline. With no downstream it
+    still adds live events, records metrics and calls ``on_finding``.
+    """
+
+    def __init__(
+        self,
+        *downstream: SpanProcessor,
+        policy: StallPolicy | None = None,
+        conventions: Conventions | None = None,
+        meter_provider: MeterProvider | None = None,
+        on_finding: Callable[[Finding], None] | None = None,
+        redact: bool | None = None,
+        max_runs: int | None = None,
+        run_ttl: float | None = None,
+        settings: ProcessorSettings | None = None,
+        clock: Callable[[], float] | None = None,
+        raise_errors: bool | None = None,
+    ) -> None:
+        explicit: dict[str, Any] = {
+            "redact": redact,
+            "max_runs": max_runs,
+            "run_ttl_seconds": run_ttl,
+            "raise_errors": raise_errors,
+        }
+        if settings is None:
+            settings = ProcessorSettings.from_env(None, **explicit)
+        else:
+            given = {k: v for k, v in explicit.items() if v is not None}
+            settings = replace(settings, **given) if given else settings
+        self.settings: Final = settings
+        self.policy: Final = policy or StallPolicy.from_env()
+        self.conventions: Final = conventions or Conventions.from_env()
+        self.on_finding = on_finding
+        self._downstream = tuple(downstream)
+        self._single = self._downstream[0] if len(self._downstream) == 1 else None
+        """The one downstream processor, when there is one: the common case skips a loop."""
+        self._metrics = StallMetrics(meter_provider)
+        self._clock = clock or time.monotonic
+        self._enabled = settings.enabled
+        self._redact = settings.redact
+        self._live_events = settings.live_events
+        self._max_runs = settings.max_runs
+        self._ttl = float(settings.run_ttl_seconds)
+        self._max_spans = settings.max_tracked_spans
+        self._role = self.conventions.role
+        self._role_keys = ROLE_KEYS | {c.role_key for c in self.conventions.custom}
+        self._signer = self.policy.signer
+        custom_payload = {
+            key for c in self.conventions.custom for key in (*c.arguments_keys, *c.result_keys)
+        }
+        self._content_keys = CONTENT_KEYS | custom_payload
+        """What redaction strips: the built-in payload keys and those of custom mappings."""
+        self._lock = threading.Lock()
+        self._runs: OrderedDict[tuple[int, int | None], _Run] = OrderedDict()
+        self._spans: dict[int, _Node] = {}
+        """Tracked open spans by span id."""
+        self._roots: dict[int, Span | _Run] = {}
+        """Open trace roots by trace id: the root span, or its trace run once created."""
+        self._ended: dict[int, None] = {}
+        """Trace ids of recently ended roots (oldest first), bounded by ``_ENDED_ROOTS``."""
+        self._finished = 0
+        self._evicted = 0
+        self._forgotten = 0
+        self._errors = 0
+        self._error_kinds: set[str] = set()
+        self._guard: StallGuard | None = None
+
+    # -- public --------------------------------------------------------------
+
+    @property
+    def downstream(self) -> tuple[SpanProcessor, ...]:
+        """The wrapped processors, in call order."""
+        return self._downstream
+
+    @property
+    def guard(self) -> StallGuard:
+        """The live gate that shares this processor's run state."""
+        if self._guard is None:
+            from otel_stall.guard import StallGuard
+
+            self._guard = StallGuard(self)
+        return self._guard
+
+    @property
+    def active_runs(self) -> int:
+        """Runs currently tracked."""
+        return len(self._runs)
+
+    def stats(self) -> ProcessorStats:
+        """Counts of tracked state, finished and evicted runs, and caught errors."""
+        with self._lock:
+            return ProcessorStats(
+                active_runs=len(self._runs),
+                tracked_spans=len(self._spans) + len(self._roots),
+                finished_runs=self._finished,
+                evicted_runs=self._evicted,
+                forgotten_spans=self._forgotten,
+                errors=self._errors,
+            )
+
+    def evict_expired(self) -> int:
+        """Finish runs idle for longer than the TTL now; returns how many."""
+        with self._lock:
+            evicted = self._pop_evictable(self._clock())
+        for run in evicted:
+            self._finish_evicted(run)
+        return len(evicted)
+
+    # -- SpanProcessor -------------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Record the span's ancestry (and open a round for a model span), then forward."""
+        failure: Exception | None = None
+        if self._enabled:
+            # The hot path, inlined: most spans are plain spans outside any agent.
+            try:
+                parent = span.parent
+                inherit: _Node | None = None
+                if parent is None:
+                    self._root_started(span)
+                elif self._spans:
+                    node = self._spans.get(parent.span_id)
+                    if node is not None:
+                        inherit = node.child
+                attributes = span.attributes
+                if not self._role_keys.isdisjoint(attributes):  # type: ignore[arg-type]
+                    self._classified_start(span, attributes, inherit)  # type: ignore[arg-type]
+                elif inherit is not None:
+                    self._track(span.get_span_context().span_id, inherit)
+            except Exception as exc:
+                failure = self._error("on_start", exc)
+        single = self._single
+        if single is not None:
+            try:
+                single.on_start(span, parent_context=parent_context)
+            except Exception as exc:
+                self._error("downstream on_start", exc, reraise=False)
+        else:
+            for processor in self._downstream:
+                try:
+                    processor.on_start(span, parent_context=parent_context)
+                except Exception as exc:
+                    self._error("downstream on_start", exc, reraise=False)
+        if failure is not None:
+            raise failure
+
+    def _on_ending(self, span: Span) -> None:
+        # The SDK calls this hook on every registered processor; relay it so the
+        # wrapped processors behave exactly as if they were registered directly.
+        single = self._single
+        if single is not None:
+            try:
+                single._on_ending(span)
+            except Exception as exc:
+                self._error("downstream _on_ending", exc, reraise=False)
+            return
+        for processor in self._downstream:
+            try:
+                processor._on_ending(span)
+            except Exception as exc:
+                self._error("downstream _on_ending", exc, reraise=False)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Detect, then hand downstream an enriched copy (tool and run spans) or the span."""
+        out = span
+        failure: Exception | None = None
+        if self._enabled:
+            # The hot path, inlined: an untracked plain span that is not a root leaves
+            # after one set test.
+            try:
+                node = None
+                if self._spans:
+                    ctx = span.context
+                    if ctx is not None:
+                        node = self._spans.pop(ctx.span_id, None)
+                if node is not None:
+                    out = self._end(span, node, None)
+                else:
+                    attributes = span.attributes
+                    if not self._role_keys.isdisjoint(attributes):  # type: ignore[arg-type]
+                        out = self._end(span, None, self._role(attributes))
+                    elif span.parent is None:
+                        out = self._end(span, None, _OTHER)
+            except Exception as exc:
+                failure = self._error("on_end", exc)
+        single = self._single
+        if single is not None:
+            try:
+                single.on_end(out)
+            except Exception as exc:
+                self._error("downstream on_end", exc, reraise=False)
+        else:
+            for processor in self._downstream:
+                try:
+                    processor.on_end(out)
+                except Exception as exc:
+                    self._error("downstream on_end", exc, reraise=False)
+        if failure is not None:
+            raise failure
+
+    def shutdown(self) -> None:
+        """Finish every tracked run (so their metrics are recorded), then shut downstream."""
+        try:
+            with self._lock:
+                runs = list(self._runs.values())
+                self._runs.clear()
+                self._spans.clear()
+                self._roots.clear()
+                self._ended.clear()
+                for run in runs:
+                    run.evicted = True
+            for run in runs:
+                self._finish_evicted(run)
+        except Exception as exc:
+            self._error("shutdown", exc, reraise=False)
+        for processor in self._downstream:
+            processor.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush every downstream processor; true only if all of them flushed."""
+        ok = True
+        for processor in self._downstream:
+            ok = processor.force_flush(timeout_millis) and ok
+        return ok
+
+    # -- start ---------------------------------------------------------------
+
+    def _root_started(self, span: Span) -> None:
+        """Remember an open trace root: it becomes the run span if its trace run is created."""
+        roots = self._roots
+        roots[span.get_span_context().trace_id] = span
+        if len(roots) + len(self._spans) > self._max_spans:
+            self._forget_oldest_spans(roots)
+
+    def _track(self, span_id: int, node: _Node) -> None:
+        spans = self._spans
+        spans[span_id] = node
+        if len(spans) + len(self._roots) > self._max_spans:
+            self._forget_oldest_spans(spans)
+
+    def _classified_start(
+        self, span: Span, attributes: dict[str, Any], inherit: _Node | None
+    ) -> None:
+        """A span that holds a role attribute at its start: track it by its role."""
+        role = self._role(attributes)
+        if role is _OTHER:
+            if inherit is not None:
+                self._track(span.get_span_context().span_id, inherit)
+            return
+        ctx = span.get_span_context()
+        run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
+        if role is _TOOL:
+            child = inherit if inherit is not None and nested else _Node(run, True)
+            self._track(ctx.span_id, _Node(run, nested, role, None, child))
+        elif role is _AGENT:
+            agent = _Run(ctx.trace_id, ctx.span_id, span)
+            self._track(ctx.span_id, _Node(run, nested, role, agent, _Node(agent, False)))
+        else:
+            self._track(ctx.span_id, _Node(run, nested, role, None, inherit))
+            self._model(span, run, ctx.trace_id)
+
+    def _model(self, span: ReadableSpan, run: _Run | None, trace_id: int) -> None:
+        """A model call opens a round at its start, as the batch analysis orders it."""
+        run = self._use(run, trace_id)
+        if run is None:
+            return
+        call = self.conventions.model_call(span_record(span), run.run_key)
+        when = span.start_time or 0
+        with run.lock:
+            if run.closed:
+                return
+            detector = run.detector or self._detector(run)
+            findings = detector.model_call(call)
+            if findings:
+                self._fired(run, findings, when)
+        if findings:
+            self._deliver(findings)
+
+    # -- end -----------------------------------------------------------------
+
+    def _end(self, span: ReadableSpan, node: _Node | None, role: Role | None) -> ReadableSpan:
+        """A tracked, classified or root span ended: detect, and enrich its copy if needed.
+
+        ``role`` is ``None`` when the caller has not classified the span yet.
+        """
+        ctx = span.context
+        if ctx is None:
+            return span
+        parent = span.parent
+        if node is None:
+            start_role = _OTHER
+            owned = None
+            run, nested = None, False
+            if parent is not None:
+                # Ancestry for a span whose start was not tracked (or was forgotten).
+                parent_node = self._spans.get(parent.span_id)
+                inherit = None if parent_node is None else parent_node.child
+                if inherit is not None:
+                    run, nested = inherit.run, inherit.nested
+        else:
+            start_role, owned, run, nested = node.role, node.owned, node.run, node.nested
+        if role is None:
+            original = span.attributes
+            if start_role is not _OTHER or not self._role_keys.isdisjoint(original):  # type: ignore[arg-type]
+                role = self._role(original)
+            else:
+                role = _OTHER
+        if role is _OTHER and start_role is _OTHER and owned is None and parent is not None:
+            return span  # a plain span: not a span otel-stall reads
+        attrs: dict[str, Any] | None = None
+        extra: dict[str, Any] = {}
+        if role is _TOOL:
+            attrs = attribute_dict(span)  # one copy: cheap lookups, then the exported attributes
+            if not nested:  # a nested tool span is the outer call seen again
+                row_attrs = self._tool(span, ctx, attrs, run)
+                if row_attrs:
+                    extra = row_attrs
+        elif role is _MODEL and start_role is not _MODEL:
+            # Classified only at its end: open its round now, at its start time.
+            self._model(span, run, ctx.trace_id)
+        if parent is None:
+            trace_run = self._root_ended(ctx.trace_id)
+            if owned is None:
+                owned = trace_run
+        events: list[Event] | None = None
+        if owned is not None:
+            events = self._run_ended(span, owned, extra)
+        redact = self._redact and (role is not _OTHER or start_role is not _OTHER)
+        if not extra and events is None and not redact:
+            return span
+        if attrs is None:
+            attrs = attribute_dict(span)
+        attrs.update(extra)
+        if redact:
+            for key in self._content_keys.intersection(attrs):
+                del attrs[key]
+        return copy_span(span, attrs, events)
+
+    def _tool(
+        self,
+        span: ReadableSpan,
+        ctx: SpanContext,
+        attributes: dict[str, Any],
+        run: _Run | None,
+    ) -> dict[str, Any] | None:
+        """Feed one ended tool span to its run; the ``stall.*`` attributes for its copy."""
+        run = self._use(run, ctx.trace_id)
+        if run is None:
+            return None
+        parent = span.parent
+        status = span.status
+        record = SpanRecord(
+            trace_id=run.run_key[0],
+            span_id=format(ctx.span_id, "016x"),
+            parent_span_id=None if parent is None else format(parent.span_id, "016x"),
+            name=span.name,
+            start_ns=span.start_time or 0,
+            end_ns=span.end_time or 0,
+            attributes=attributes,
+            status_code=status.status_code.value,
+            status_message=status.description or "",
+        )
+        call = self.conventions.tool_call(record, run.run_key)
+        digests = self._signer.sign(call.tool, call.arguments, call.result, call.status)
+        with run.lock:
+            if run.closed:
+                return None
+            detector = run.detector or self._detector(run)
+            observation = detector.tool_call(call, digests)
+            findings = observation.findings
+            if findings:
+                self._fired(run, findings, call.end_ns)
+        row = observation.row
+        self._metrics.record_row(row)
+        if findings:
+            self._deliver(findings)
+        return tool_span_attributes(row)
+
+    def _root_ended(self, trace_id: int) -> _Run | None:
+        """Forget an ended trace root; its trace run, if one was created."""
+        with self._lock:
+            found = self._roots.pop(trace_id, None)
+            ended = self._ended
+            ended[trace_id] = None
+            if len(ended) > _ENDED_ROOTS:
+                del ended[next(iter(ended))]
+            if isinstance(found, _Run):
+                return found
+            return self._runs.get((trace_id, None))
+
+    def _run_ended(
+        self, span: ReadableSpan, owned: _Run, extra: dict[str, Any]
+    ) -> list[Event] | None:
+        """Close the run whose run span this is; returns the copy's events if it was used."""
+        run = owned
+        if not run.registered:
+            # Never used (an agent span with no tool or model call): no lock.
+            run.evicted = True
+            if not run.registered:
+                return None
+        with self._lock:
+            if run.registered and self._runs.get(run.key) is run:
+                del self._runs[run.key]
+                self._finished += 1
+            run.evicted = True
+        report, new = self._close(run, span, span.end_time or 0)
+        run.span = None
+        if report is None:
+            return None
+        extra.update(run_span_attributes(report))
+        if new:
+            self._deliver(new)
+        return self._run_events(span, run)
+
+    @staticmethod
+    def _run_events(span: ReadableSpan, run: _Run) -> list[Event]:
+        """The span's events plus every finding of the run not already on it."""
+        events = list(span.events)
+        present = {
+            (e.timestamp, (e.attributes or {}).get(StallEventAttributes.KIND), _seq_of(e))
+            for e in events
+            if e.name == _EVENT
+        }
+        with run.lock:
+            fired = list(run.fired)
+        for when, finding in fired:
+            if (when, finding.kind.value, finding.seq) not in present:
+                events.append(Event(_EVENT, finding_event_attributes(finding), when))
+        return events
+
+    # -- runs ----------------------------------------------------------------
+
+    def _use(self, run: _Run | None, trace_id: int) -> _Run | None:
+        """Resolve a run (``None``: the trace's run, created if needed), register and touch it."""
+        now = self._clock()
+        if run is None:
+            found = self._roots.get(trace_id)
+            run = found if isinstance(found, _Run) else self._runs.get((trace_id, None))
+        if run is not None and run.registered and not run.evicted and now - run.last < _TOUCH:
+            return run  # touched within the last second: the LRU order is still right
+        evicted: list[_Run] = []
+        with self._lock:
+            runs = self._runs
+            if run is None:
+                run = self._trace_run(trace_id)
+                if run is None:
+                    return None
+            if run.evicted:
+                return None
+            if run.registered:
+                runs.move_to_end(run.key)
+            else:
+                runs[run.key] = run
+                run.registered = True
+            run.last = now
+            first = next(iter(runs.values()))
+            if len(runs) > self._max_runs or now - first.last > self._ttl:
+                evicted = self._pop_evictable(now)
+        for old in evicted:
+            self._finish_evicted(old)
+        if run.evicted:
+            return None
+        return run
+
+    def _trace_run(self, trace_id: int) -> _Run | None:
+        """Under the table lock: the trace's run, created on first use; ``None`` if it ended."""
+        roots = self._roots
+        root = roots.get(trace_id)
+        if isinstance(root, _Run):
+            return root
+        run = self._runs.get((trace_id, None))
+        if run is None:
+            if root is None and trace_id in self._ended:
+                return None  # a span that ended after its trace's root: as after eviction
+            run = _Run(trace_id, None, root)
+        elif run.span is None:
+            run.span = root  # created by a remote-parented span before this root started
+        if root is not None:
+            roots[trace_id] = run
+        return run
+
+    def _pop_evictable(self, now: float) -> list[_Run]:
+        """Under the table lock: pop runs over the count bound or idle past the TTL."""
+        runs = self._runs
+        out: list[_Run] = []
+        deadline = now - self._ttl
+        while runs:
+            first = next(iter(runs.values()))
+            if len(runs) <= self._max_runs and first.last >= deadline:
+                break
+            runs.popitem(last=False)
+            first.evicted = True
+            out.append(first)
+        self._evicted += len(out)
+        return out
+
+    def _finish_evicted(self, run: _Run) -> None:
+        """Finish a run whose span did not end in time; its events go on the open span."""
+        span = run.span
+        now = span.end_time if span is not None and span.end_time else time.time_ns()
+        _, new = self._close(run, span, now)
+        if new:
+            self._deliver(new)
+
+    def _close(
+        self, run: _Run, span: ReadableSpan | None, when: int
+    ) -> tuple[RunReport | None, tuple[Finding, ...]]:
+        """Finish the detector once; the report and the findings fired by finishing."""
+        with run.lock:
+            if run.closed:
+                return run.report, ()
+            run.closed = True
+            detector = run.detector
+            if detector is None:
+                return None, ()
+            before = len(detector.findings)
+            report = detector.finish()
+            new = report.findings[before:]
+            if new:
+                self._fired(run, new, when)
+            attributes = span.attributes if span is not None else None
+            report = replace(
+                report,
+                attributes={
+                    "trace_id": run.run_key[0],
+                    "run_span_id": _span_hex(span),
+                    "agent": agent_name(attributes) if attributes and run.span_id else None,
+                },
+            )
+            run.report = report
+        self._metrics.record_run(report)
+        return report, new
+
+    def _detector(self, run: _Run) -> RunDetector:
+        """Under the run lock: the run's detector, created on first use."""
+        detector = run.detector = RunDetector(self.policy, run.run_key)
+        return detector
+
+    def _fired(self, run: _Run, findings: Iterable[Finding], when: int) -> None:
+        """Under the run lock: remember findings, and add them to the run span if open."""
+        span = run.span
+        live = self._live_events and span is not None and span.is_recording()
+        for finding in findings:
+            run.fired.append((when, finding))
+            if live:
+                assert span is not None
+                span.add_event(_EVENT, finding_event_attributes(finding), timestamp=when)
+
+    def _deliver(self, findings: Iterable[Finding]) -> None:
+        """Outside every lock: metrics and the user's callback."""
+        callback = self.on_finding
+        for finding in findings:
+            self._metrics.record_finding(finding)
+            if callback is not None:
+                try:
+                    callback(finding)
+                except Exception as exc:
+                    failure = self._error("on_finding callback", exc)
+                    if failure is not None:
+                        raise failure from None
+
+    def _forget_oldest_spans(self, table: dict[int, Any]) -> None:
+        """Keep ancestry bounded: spans that never end must not leak.
+
+        Trims ``table`` (the one that just grew) first, oldest first, then the other.
+        """
+        with self._lock:
+            # Trim a little below the bound so a full map does not lock on every span.
+            limit = self._max_spans - self._max_spans // 16
+            other: dict[int, Any] = self._roots if table is self._spans else self._spans
+            for trimmed in (table, other):
+                excess = len(self._spans) + len(self._roots) - limit
+                while excess > 0 and trimmed:
+                    try:
+                        oldest = next(iter(trimmed))
+                    except StopIteration:
+                        break
+                    except RuntimeError:  # resized by another thread mid-iteration: retry
+                        continue
+                    if trimmed.pop(oldest, None) is not None:
+                        self._forgotten += 1
+                    excess -= 1
+
+    # -- lookups for the guard -----------------------------------------------
+
+    def _run_for(self, ctx: SpanContext) -> _Run | None:
+        """The run a call made inside the span ``ctx`` belongs to, if it has state."""
+        node = self._spans.get(ctx.span_id)
+        inherit = None if node is None else node.child
+        if inherit is not None and inherit.run is not None:
+            return inherit.run
+        with self._lock:
+            root = self._roots.get(ctx.trace_id)
+            if isinstance(root, _Run):
+                return root
+            return self._runs.get((ctx.trace_id, None))
+
+    # -- errors --------------------------------------------------------------
+
+    def _error(self, where: str, exc: Exception, *, reraise: bool = True) -> Exception | None:
+        """Log once per kind and fail open; returns the error when it should surface."""
+        kind = f"{where}: {type(exc).__name__}"
+        with self._lock:
+            self._errors += 1
+            first = kind not in self._error_kinds
+            self._error_kinds.add(kind)
+        if first:
+            logger.error(
+                "otel-stall: %s failed; the span is still forwarded (logged once per kind)",
+                where,
+                exc_info=exc,
+            )
+        if reraise and self.settings.should_raise:
+            return exc
+        return None
+
+
+def _seq_of(event: Event) -> Any:
+    return (event.attributes or {}).get(StallEventAttributes.SEQ)
+
+
+def _span_hex(span: ReadableSpan | None) -> str | None:
+    ctx = span.context if span is not None else None
+    return None if ctx is None else format(ctx.span_id, "016x")
+
+
+__all__ = ["ProcessorStats", "StallSpanProcessor", "copy_span", "span_record"]

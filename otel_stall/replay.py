@@ -1,0 +1,377 @@
+"""Offline replay: stored spans through the same conventions and detector as the live processor.
+
+Pass one streams every input, message by message, into one
+:class:`~otel_stall.trace.TraceAnalyzer` per trace. Analyzers keep digests and
+parent links, never payloads or SDK span objects, so memory follows the
+number of tool calls, not the number of bytes. Traces may be interleaved and
+their spans may come in any order: nothing is decided until the input ends.
+
+Pass two (only for ``--out`` and ``--export-otlp``) reads the input again and
+adds each span's ``stall.*`` attributes and ``stall.detected`` events, so every
+span that came in goes out, enriched exactly as the live processor would have
+enriched it. Standard input is spooled to a temporary file first, since it
+cannot be read twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import orjson
+from google.protobuf.message import DecodeError as ProtoDecodeError
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+
+from otel_stall.conventions import Conventions, SpanRecord
+from otel_stall.detector import detect
+from otel_stall.errors import InputError
+from otel_stall.otlp.decode import DecodeError, hex_id, iter_json_spans, spans_from_json
+from otel_stall.otlp.decode import spans_from_proto as _spans_from_proto
+from otel_stall.otlp.encode import (
+    enrich_json_span,
+    enrich_proto_span,
+    proto_to_json,
+    redact_json_span,
+    traces_from_json,
+)
+from otel_stall.otlp.read import STDIN, Unit, expand_paths, open_input, read_units
+from otel_stall.otlp.send import OtlpSender
+from otel_stall.policy import StallPolicy
+from otel_stall.records import RunReport, Verdict
+from otel_stall.trace import TraceAnalyzer, TraceResult
+
+__all__ = ["ReplayResult", "Replayer", "replay"]
+
+STDIN_LABEL = "<stdin>"
+_TRACE_KEYS = frozenset({"resourceSpans", "resource_spans"})
+_OTHER_SIGNALS = frozenset({"resourceMetrics", "resourceLogs", "resourceProfiles"})
+"""Other signals in the same file are not traces, and not errors either."""
+Progress = Callable[[int], None]
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    """Runs found, input problems, and the counts a summary needs."""
+
+    reports: list[RunReport] = field(default_factory=list)
+    errors: list[InputError] = field(default_factory=list)
+    files: int = 0
+    spans: int = 0
+    """Every span entry seen, including ones that could not be decoded."""
+    traces: dict[str, TraceResult] = field(default_factory=dict)
+    """Per-trace results, used to enrich spans in the second pass (kept only when asked)."""
+    trace_count: int = 0
+    formats: dict[str, str] = field(default_factory=dict)
+    """The format detected for each input."""
+    tool_call_events: int = 0
+    """Events read from files in the reference's JSONL tool-call format."""
+    written: int | None = None
+    """Spans written by ``--out`` (None when not asked)."""
+    exported: int | None = None
+    """Spans accepted by the ``--export-otlp`` endpoint (None when not asked)."""
+
+    @property
+    def verdicts(self) -> dict[str, int]:
+        """Run count per verdict, every verdict listed."""
+        counts = Counter(r.verdict.value for r in self.reports)
+        return {v.value: counts.get(v.value, 0) for v in Verdict}
+
+    @property
+    def worst(self) -> Verdict:
+        """The most severe verdict of any run (``ok`` without runs)."""
+        return max((r.verdict for r in self.reports), key=lambda v: v.severity, default=Verdict.OK)
+
+    def summary(self) -> dict[str, Any]:
+        """The ``summary`` object of the JSON report."""
+        out: dict[str, Any] = {
+            "files": self.files,
+            "spans": self.spans,
+            "traces": self.trace_count,
+            "runs": len(self.reports),
+            "verdicts": self.verdicts,
+        }
+        if self.tool_call_events:
+            out["tool_call_events"] = self.tool_call_events
+        if self.written is not None:
+            out["written"] = self.written
+        if self.exported is not None:
+            out["exported"] = self.exported
+        return out
+
+
+def _label(path: str) -> str:
+    return STDIN_LABEL if path == STDIN else path
+
+
+class Replayer:
+    """Runs the replay's passes with one policy and one set of conventions."""
+
+    def __init__(
+        self,
+        policy: StallPolicy | None = None,
+        conventions: Conventions | None = None,
+        *,
+        progress: Progress | None = None,
+    ) -> None:
+        self.policy = policy or StallPolicy()
+        self.conventions = conventions or Conventions()
+        self.progress = progress
+
+    # -- pass one ------------------------------------------------------------------
+
+    def analyse(
+        self,
+        paths: Sequence[str],
+        *,
+        labels: dict[str, str] | None = None,
+        keep_enrichment: bool = True,
+    ) -> ReplayResult:
+        """Read every input once and detect; bad input is listed, never raised.
+
+        ``keep_enrichment=False`` drops the per-span ``stall.*`` attributes once
+        the reports are built: a report-only replay needs less memory.
+        """
+        result = ReplayResult()
+        errors = result.errors
+        analyzers: dict[str, TraceAnalyzer] = {}
+        policy, conventions = self.policy, self.conventions
+        for path in expand_paths(paths, errors):
+            label = (labels or {}).get(path, _label(path))
+            result.files += 1
+            for unit in self._units(path, label, errors):
+                result.formats.setdefault(label, unit.format)
+                if unit.events is not None:
+                    loaded = unit.events
+                    errors.extend(loaded.errors)
+                    result.tool_call_events += len(loaded.events)
+                    for report in detect(loaded.events, policy):
+                        report.attributes.update(
+                            trace_id=None, run_span_id=None, agent=str(report.run_key)
+                        )
+                        result.reports.append(report)
+                    continue
+                for span in self._spans(unit, result):
+                    trace_id = span.trace_id
+                    if not trace_id or not span.span_id:
+                        which = "traceId" if not trace_id else "spanId"
+                        errors.append(
+                            unit.error(
+                                f"span {span.name!r} has an empty {which}: it is kept in the "
+                                "output but left out of detection"
+                            )
+                        )
+                        continue
+                    analyzer = analyzers.get(trace_id)
+                    if analyzer is None:
+                        analyzer = analyzers[trace_id] = TraceAnalyzer(
+                            trace_id, policy, conventions
+                        )
+                    analyzer.add(span)
+        result.trace_count = len(analyzers)
+        for trace_id in list(analyzers):
+            analysis = analyzers.pop(trace_id).analyse()
+            if keep_enrichment:
+                result.traces[trace_id] = analysis
+            result.reports.extend(analysis.reports)
+        return result
+
+    def _units(self, path: str, label: str, errors: list[InputError]) -> Iterator[Unit]:
+        try:
+            stream = open_input(path, self.progress)
+        except OSError as exc:
+            errors.append(InputError(label, None, None, f"cannot read: {exc.strerror or exc}"))
+            return
+        try:
+            yield from read_units(label, stream, errors)
+        finally:
+            if path != STDIN:
+                stream.close()
+
+    @staticmethod
+    def _spans(unit: Unit, result: ReplayResult) -> Iterator[SpanRecord]:
+        """Decode one unit's spans, counting every entry and reporting bad ones."""
+        errors = result.errors
+
+        def bad(exc: DecodeError) -> None:
+            result.spans += 1
+            errors.append(unit.error(str(exc)))
+
+        if unit.proto is not None:
+            try:
+                message = TracesData.FromString(unit.proto)
+            except (ProtoDecodeError, RuntimeError) as exc:
+                errors.append(unit.error(f"not an OTLP protobuf traces message ({exc})"))
+                return
+            for span in _spans_from_proto(message, bad):
+                result.spans += 1
+                yield span
+            return
+        obj = unit.json
+        if isinstance(obj, dict) and obj and not (_TRACE_KEYS & obj.keys()):
+            if not (_OTHER_SIGNALS & obj.keys()):
+                errors.append(unit.error("not an OTLP/JSON traces object (no resourceSpans)"))
+            return
+        try:
+            for span in spans_from_json(obj, bad):
+                result.spans += 1
+                yield span
+        except DecodeError as exc:
+            errors.append(unit.error(str(exc)))
+        except RecursionError:
+            errors.append(unit.error("nested too deeply to decode"))
+
+    # -- pass two ------------------------------------------------------------------
+
+    def _lookup(
+        self, result: ReplayResult, trace_id: str, span_id: str
+    ) -> tuple[dict[str, Any], list[Any]]:
+        trace = result.traces.get(trace_id)
+        if trace is None:
+            return {}, []
+        return trace.attributes.get(span_id, {}), trace.events.get(span_id, [])
+
+    def enriched(
+        self,
+        result: ReplayResult,
+        paths: Sequence[str],
+        *,
+        redact: bool = False,
+        labels: dict[str, str] | None = None,
+    ) -> Iterator[tuple[Unit, Any]]:
+        """Yield ``(unit, enriched message)`` for the second pass.
+
+        JSON units are enriched in place as dicts (so nothing the decoder
+        skipped is lost); protobuf units as ``TracesData``. Errors were
+        already reported by the first pass, so they go to a scratch list.
+        """
+        scratch: list[InputError] = []
+        for path in expand_paths(paths, scratch):
+            label = (labels or {}).get(path, _label(path))
+            for unit in self._units(path, label, scratch):
+                if unit.proto is not None:
+                    try:
+                        message = TracesData.FromString(unit.proto)
+                    except (ProtoDecodeError, RuntimeError):
+                        continue
+                    for rs in message.resource_spans:
+                        for ss in rs.scope_spans:
+                            for span in ss.spans:
+                                attrs, events = self._lookup(
+                                    result, span.trace_id.hex(), span.span_id.hex()
+                                )
+                                if attrs or events or redact:
+                                    enrich_proto_span(span, attrs, events, redact=redact)
+                    yield unit, message
+                elif isinstance(unit.json, dict):
+                    try:
+                        raw_spans = [span for _, span in iter_json_spans(unit.json)]
+                    except DecodeError:
+                        continue
+                    for span in raw_spans:
+                        if isinstance(span, dict):
+                            self._enrich_json(result, span, redact)
+                    yield unit, unit.json
+
+    def _enrich_json(self, result: ReplayResult, span: dict[str, Any], redact: bool) -> None:
+        ids = []
+        for camel, snake, size in (("traceId", "trace_id", 16), ("spanId", "span_id", 8)):
+            key = camel if camel in span else snake
+            try:
+                value = hex_id(span.get(key), size, camel)
+            except DecodeError:
+                return
+            if key in span:
+                span[key] = value
+            ids.append(value)
+        parent_key = "parentSpanId" if "parentSpanId" in span else "parent_span_id"
+        if isinstance(span.get(parent_key), str):
+            span[parent_key] = span[parent_key].lower()
+        attrs, events = self._lookup(result, ids[0], ids[1])
+        if attrs or events:
+            enrich_json_span(span, attrs, events, redact=redact)
+        elif redact:
+            redact_json_span(span)
+
+    def write_json_lines(
+        self,
+        result: ReplayResult,
+        paths: Sequence[str],
+        out: IO[bytes],
+        *,
+        redact: bool = False,
+        labels: dict[str, str] | None = None,
+    ) -> int:
+        """Write every span, enriched, as OTLP/JSON lines; returns the spans written."""
+        written = 0
+        for unit, message in self.enriched(result, paths, redact=redact, labels=labels):
+            obj = proto_to_json(message) if unit.proto is not None else message
+            written += _count_spans(obj)
+            out.write(orjson.dumps(obj))
+            out.write(b"\n")
+        result.written = written
+        return written
+
+    def export(
+        self,
+        result: ReplayResult,
+        paths: Sequence[str],
+        url: str,
+        *,
+        redact: bool = False,
+        labels: dict[str, str] | None = None,
+    ) -> OtlpSender:
+        """Send every span, enriched, to an OTLP endpoint; returns the sender's tallies."""
+        sender = OtlpSender(url)
+        try:
+            for unit, message in self.enriched(result, paths, redact=redact, labels=labels):
+                # JSON is already enriched (and redacted) as a dict; spans that
+                # cannot be converted were reported by the first pass.
+                data = message if unit.proto is not None else traces_from_json(message, _ignore)
+                sender.add(data)
+        finally:
+            sender.close()
+        result.exported = sender.sent
+        return sender
+
+
+def _ignore(error: DecodeError) -> None:
+    """Errors of the second pass were already reported by the first."""
+
+
+def _count_spans(obj: Any) -> int:
+    try:
+        return sum(1 for _ in iter_json_spans(obj))
+    except DecodeError:
+        return 0
+
+
+@contextlib.contextmanager
+def spooled_stdin(paths: Sequence[str]) -> Iterator[tuple[list[str], dict[str, str]]]:
+    """Replace ``-`` by a temporary copy of stdin, so the input can be read twice."""
+    if STDIN not in paths:
+        yield list(paths), {}
+        return
+    with tempfile.NamedTemporaryFile(prefix="otel-stall-stdin-", delete=False) as tmp:
+        shutil.copyfileobj(sys.stdin.buffer, tmp, 1 << 20)
+    try:
+        yield [tmp.name if p == STDIN else p for p in paths], {tmp.name: STDIN_LABEL}
+    finally:
+        os.unlink(tmp.name)
+
+
+def replay(
+    paths: Sequence[str] | str,
+    policy: StallPolicy | None = None,
+    conventions: Conventions | None = None,
+) -> ReplayResult:
+    """Analyse stored spans (files, directories or ``-``) and return runs and errors."""
+    if isinstance(paths, str):
+        paths = [paths]
+    return Replayer(policy, conventions).analyse(paths)

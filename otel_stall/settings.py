@@ -1,0 +1,122 @@
+"""Settings of the live processor: explicit argument, then ``OTEL_STALL_*``, then default.
+
+The detection thresholds live in :class:`~otel_stall.policy.StallPolicy` and the
+span-mapping markers in :class:`~otel_stall.conventions.Conventions`; this
+module holds what only the live pipeline needs: memory bounds, redaction, the
+kill switch and error handling. All three read the same ``OTEL_STALL_*``
+namespace, so an operator can configure a deployed agent without code changes.
+
+Environment variables read by the processor (see ``ENV_VARS`` for the full set):
+
+============================  ==========  ==============================================
+variable                      default     meaning
+============================  ==========  ==============================================
+OTEL_STALL_ENABLED            true        false: forward every span untouched
+OTEL_STALL_REDACT             false       strip raw arguments/results, keep digests
+OTEL_STALL_MAX_RUNS           10000       runs tracked at once (oldest evicted first)
+OTEL_STALL_RUN_TTL_SECONDS    3600        a run idle this long is finished and dropped
+OTEL_STALL_MAX_TRACKED_SPANS  100000      open spans whose ancestry is remembered
+OTEL_STALL_LIVE_EVENTS        true        add ``stall.detected`` to the open run span
+OTEL_STALL_RAISE_ERRORS       (auto)      re-raise internal errors; auto = under pytest
+============================  ==========  ==============================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Final
+
+from otel_stall._env import (
+    ConfigError,
+    check,
+    env_field,
+    parse_bool,
+    parse_float,
+    parse_int,
+    resolve,
+)
+
+PYTEST_ENV: Final = "PYTEST_CURRENT_TEST"
+"""Set by pytest while a test runs: internal errors are re-raised there by default."""
+
+
+def _parse_optional_bool(text: str) -> bool | None:
+    """``auto`` (or empty) means decide at run time; otherwise a boolean."""
+    if text.strip().lower() in ("", "auto"):
+        return None
+    return parse_bool(text)
+
+
+@dataclass(frozen=True)
+class ProcessorSettings:
+    """How the live processor runs. Build it directly or with :meth:`from_env`."""
+
+    enabled: bool = env_field(True, "ENABLED", parse_bool, "true or false")
+    """Off: every span is forwarded untouched, with no detection (a kill switch)."""
+    redact: bool = env_field(False, "REDACT", parse_bool, "true or false")
+    """Strip raw arguments, results and messages from exported copies; keep the digests."""
+    max_runs: int = env_field(10_000, "MAX_RUNS", parse_int, "a whole number such as 10000")
+    """Runs tracked at once; beyond it the least recently active run is finished early."""
+    run_ttl_seconds: float = env_field(
+        3600.0, "RUN_TTL_SECONDS", parse_float, "a number of seconds such as 3600"
+    )
+    """A run with no activity for this long is finished and dropped (its span never ended)."""
+    max_tracked_spans: int = env_field(
+        100_000, "MAX_TRACKED_SPANS", parse_int, "a whole number such as 100000"
+    )
+    """Open spans whose run ancestry is remembered; the oldest are forgotten beyond it."""
+    live_events: bool = env_field(True, "LIVE_EVENTS", parse_bool, "true or false")
+    """Add ``stall.detected`` events to the run span while it is open."""
+    raise_errors: bool | None = env_field(
+        None, "RAISE_ERRORS", _parse_optional_bool, "true, false or auto"
+    )
+    """Re-raise internal errors instead of failing open; ``None`` means only under pytest."""
+
+    def __post_init__(self) -> None:
+        check(self.max_runs >= 1, "max_runs", "must be at least 1 (the default is 10000)")
+        check(
+            self.run_ttl_seconds > 0,
+            "run_ttl_seconds",
+            "must be a positive number of seconds (the default is 3600)",
+        )
+        check(
+            self.max_tracked_spans >= 1,
+            "max_tracked_spans",
+            "must be at least 1 (the default is 100000)",
+        )
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **explicit: Any
+    ) -> ProcessorSettings:
+        """Resolve each setting from ``explicit``, then ``OTEL_STALL_*``, then the default."""
+        return resolve(cls, explicit, environ)
+
+    @property
+    def should_raise(self) -> bool:
+        """Whether an internal error is re-raised right now (``auto``: under pytest)."""
+        if self.raise_errors is None:
+            return PYTEST_ENV in os.environ
+        return self.raise_errors
+
+
+def _env_vars() -> dict[str, str]:
+    """Every ``OTEL_STALL_*`` variable otel-stall reads, with what it expects."""
+    from otel_stall.conventions import Conventions
+    from otel_stall.policy import StallPolicy
+
+    out: dict[str, str] = {}
+    for cls in (StallPolicy, Conventions, ProcessorSettings):
+        for f in fields(cls):
+            env = f.metadata.get("env")
+            if env:
+                out[env] = f.metadata["hint"]
+    return out
+
+
+ENV_VARS: Final[Mapping[str, str]] = _env_vars()
+"""``OTEL_STALL_*`` variable -> the kind of value it takes, for docs and error messages."""
+
+__all__ = ["ENV_VARS", "ConfigError", "ProcessorSettings"]

@@ -1,0 +1,31 @@
+"""Shared test fixtures: keep this small, several test modules rely on it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from otel_stall.jsonl import load_events
+from otel_stall.records import ModelCall, ToolCall
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    """The directory of hand-made JSONL traces."""
+    return FIXTURES
+
+
+@pytest.fixture
+def trace_events() -> Callable[[str], list[ToolCall | ModelCall]]:
+    """Load a fixture trace by stem (``"loop"``), failing the test on any bad line."""
+
+    def load(stem: str) -> list[ToolCall | ModelCall]:
+        result = load_events(FIXTURES / f"{stem}.jsonl")
+        assert result.errors == []
+        return result.events
+
+    return load

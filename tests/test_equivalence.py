@@ -1,0 +1,154 @@
+"""A trace gets the same verdicts and stall.* attributes live and replayed, in all formats."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import zstandard
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_stall.demo import run_looping_agent, run_progressing_agent
+from otel_stall.otlp.decode import spans_from_json
+from otel_stall.otlp.encode import traces_from_json
+from otel_stall.otlp.exporter import OtlpJsonLinesSpanExporter
+from otel_stall.policy import StallPolicy
+from otel_stall.processor import StallSpanProcessor
+from otel_stall.replay import Replayer
+
+POLICY = StallPolicy(warn_at=2, break_at=4)
+
+
+def _flaky_agent(provider: TracerProvider) -> None:
+    """A tool that fails five times, in a trace without an agent span (the root is the run)."""
+    tracer = provider.get_tracer("flaky")
+    with tracer.start_as_current_span("POST /agent"):
+        for attempt in range(5):
+            with tracer.start_as_current_span(
+                "deploy",
+                attributes={
+                    "traceloop.span.kind": "tool",
+                    "traceloop.entity.name": "deploy",
+                    "traceloop.entity.input": json.dumps({"try": attempt}),
+                    "error.type": "TimeoutError",
+                },
+            ):
+                pass
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[ReadableSpan], Path]:
+    """Live spans (enriched by the real processor) and the raw capture of the same spans."""
+    capture = tmp_path_factory.mktemp("live") / "capture.jsonl"
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(OtlpJsonLinesSpanExporter(capture)))
+    provider.add_span_processor(StallSpanProcessor(SimpleSpanProcessor(memory), policy=POLICY))
+    tracer = provider.get_tracer("equivalence")
+    run_looping_agent(tracer, rounds=7)
+    run_progressing_agent(tracer)
+    _flaky_agent(provider)
+    provider.shutdown()
+    return list(memory.get_finished_spans()), capture
+
+
+def _messages(capture: Path) -> list[Any]:
+    return [traces_from_json(orjson.loads(line)) for line in capture.read_bytes().splitlines()]
+
+
+def _binary(capture: Path, compress: bool = False) -> bytes:
+    out = io.BytesIO()
+    zstd = zstandard.ZstdCompressor()
+    for message in _messages(capture):
+        payload = message.SerializeToString()
+        payload = zstd.compress(payload) if compress else payload
+        out.write(len(payload).to_bytes(4, "big") + payload)
+    return out.getvalue()
+
+
+def _pretty(capture: Path) -> bytes:
+    merged: dict[str, Any] = {"resourceSpans": []}
+    for line in capture.read_bytes().splitlines():
+        merged["resourceSpans"] += orjson.loads(line)["resourceSpans"]
+    return json.dumps(merged, indent=2).encode()
+
+
+def _reversed_lines(capture: Path) -> bytes:
+    return b"\n".join(reversed(capture.read_bytes().splitlines())) + b"\n"
+
+
+WRITERS: dict[str, Callable[[Path], bytes]] = {
+    "json-lines": lambda c: c.read_bytes(),
+    "json-lines-reversed": _reversed_lines,
+    "pretty-json": _pretty,
+    "proto": _binary,
+    "proto-zstd-messages": lambda c: _binary(c, compress=True),
+    "json.gz": lambda c: gzip.compress(c.read_bytes()),
+    "proto.zst": lambda c: zstandard.ZstdCompressor().compress(_binary(c)),
+}
+
+
+def _stall_attributes(span: ReadableSpan) -> dict[str, Any]:
+    return {k: v for k, v in (span.attributes or {}).items() if k.startswith("stall.")}
+
+
+def _live_events(span: ReadableSpan) -> list[dict[str, Any]]:
+    return [dict(e.attributes or {}) for e in span.events if e.name == "stall.detected"]
+
+
+@pytest.mark.parametrize("fmt", list(WRITERS))
+def test_replay_matches_live(
+    fmt: str, live: tuple[list[ReadableSpan], Path], tmp_path: Path
+) -> None:
+    """Every span's stall.* attributes and every run's events match the live processor's."""
+    spans, capture = live
+    path = tmp_path / f"capture.{fmt}"
+    path.write_bytes(WRITERS[fmt](capture))
+    result = Replayer(POLICY).analyse([str(path)])
+    assert result.errors == []
+    assert result.spans == len(spans)
+    enriched = 0
+    for span in spans:
+        ctx = span.get_span_context()
+        assert ctx is not None
+        trace = result.traces[f"{ctx.trace_id:032x}"]
+        expected = _stall_attributes(span)
+        assert trace.attributes.get(f"{ctx.span_id:016x}", {}) == expected, span.name
+        replayed_events = [e.attributes for e in trace.events.get(f"{ctx.span_id:016x}", [])]
+        assert replayed_events == _live_events(span), span.name
+        enriched += bool(expected)
+    verdicts = sorted(r.verdict.value for r in result.reports)
+    assert verdicts == ["break", "escalate", "ok"]
+    assert enriched > 10
+
+
+def test_out_file_carries_the_live_attributes(
+    live: tuple[list[ReadableSpan], Path], tmp_path: Path
+) -> None:
+    """--out writes every span once, with the stall.* attributes the live processor attached."""
+    spans, capture = live
+    replayer = Replayer(POLICY)
+    result = replayer.analyse([str(capture)])
+    out = tmp_path / "enriched.jsonl"
+    with out.open("wb") as f:
+        written = replayer.write_json_lines(result, [str(capture)], f)
+    assert written == len(spans)
+    records = [
+        r for line in out.read_bytes().splitlines() for r in spans_from_json(orjson.loads(line))
+    ]
+    by_id = {(r.trace_id, r.span_id): r for r in records}
+    assert len(by_id) == len(spans)
+    for span in spans:
+        ctx = span.get_span_context()
+        assert ctx is not None
+        record = by_id[(f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}")]
+        stall = {k: v for k, v in record.attributes.items() if k.startswith("stall.")}
+        assert stall == _stall_attributes(span), span.name

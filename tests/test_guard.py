@@ -1,0 +1,131 @@
+"""The live gate: before_call, verdict and raise_if_stalled on the current span's run."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry import trace
+from stall_pipeline import STYLES, Agent, Call, make_pipeline
+
+from otel_stall.guard import Refusal, StallDetected, StallGuard
+from otel_stall.policy import StallPolicy
+from otel_stall.records import Kind, Verdict
+
+GENAI = STYLES[0]
+ARGS = {"query": "x"}
+SEARCH = Call("search", ARGS, {"hits": [1]})
+
+
+def test_before_call_refuses_a_call_that_already_ran() -> None:
+    """Inside the agent span a call that already ran is refused, with guidance for the model."""
+    pipe = make_pipeline()
+    guard = pipe.processor.guard
+    agent = Agent(pipe.tracer, GENAI)
+    with agent.run():
+        assert guard.before_call("search", ARGS) is None
+        agent.round(SEARCH)
+        refusal = guard.before_call("search", {"query": "x"})
+        assert isinstance(refusal, Refusal)
+        assert refusal.finding.kind is Kind.DUPLICATE_CALL
+        assert "already ran" in refusal.message
+        assert str(refusal) == refusal.message
+        assert guard.before_call("search", {"query": "y"}) is None
+        assert guard.before_call("search", ARGS, exempt=True) is None
+    assert pipe.processor.guard is guard
+
+
+def test_before_call_works_inside_a_tool_span() -> None:
+    """Called from within the execute_tool span, the guard finds the same run."""
+    pipe = make_pipeline()
+    agent = Agent(pipe.tracer, GENAI)
+    with agent.run():
+        agent.round(SEARCH)
+        name, attrs = GENAI.tool("search", ARGS, {})
+        with pipe.tracer.start_as_current_span(name, attributes=attrs):
+            assert pipe.processor.guard.before_call("search", ARGS) is not None
+
+
+def test_no_current_span_or_no_state_allows_the_call() -> None:
+    """Outside any span, or in a span with no run state, nothing is refused."""
+    pipe = make_pipeline()
+    guard = pipe.processor.guard
+    assert guard.before_call("search", ARGS) is None
+    assert guard.verdict() == (Verdict.OK, None)
+    with pipe.tracer.start_as_current_span("unrelated"):
+        assert guard.before_call("search", ARGS) is None
+        assert guard.verdict().report is None
+
+
+def test_consecutive_mode_refuses_only_the_third_in_a_row() -> None:
+    """duplicate_mode=consecutive: the Nth back-to-back identical call is refused."""
+    pipe = make_pipeline(policy=StallPolicy(duplicate_mode="consecutive"))  # type: ignore[arg-type]
+    guard = pipe.processor.guard
+    agent = Agent(pipe.tracer, GENAI)
+    with agent.run():
+        agent.round(SEARCH)
+        assert guard.before_call("search", ARGS) is None
+        agent.round(SEARCH)
+        assert guard.before_call("search", ARGS) is not None
+        agent.round(Call("other", {}, {"x": 1}))
+        assert guard.before_call("search", ARGS) is None
+
+
+def test_runs_are_separate_for_the_guard() -> None:
+    """A sub-agent's guard sees only the sub-agent's calls."""
+    pipe = make_pipeline()
+    guard = pipe.processor.guard
+    outer, inner = Agent(pipe.tracer, GENAI, "planner"), Agent(pipe.tracer, GENAI, "sub")
+    with outer.run():
+        outer.round(SEARCH)
+        with inner.run():
+            assert guard.before_call("search", ARGS) is None
+            inner.round(SEARCH)
+            assert guard.before_call("search", ARGS) is not None
+        assert guard.verdict().report is not None
+        assert guard.verdict().report.tool_calls == 1  # type: ignore[union-attr]
+
+
+def test_verdict_and_raise_if_stalled() -> None:
+    """The verdict rises with the run; raise_if_stalled raises StallDetected at break."""
+    pipe = make_pipeline()
+    guard = StallGuard(pipe.processor)
+    agent = Agent(pipe.tracer, GENAI)
+    seen = []
+    with agent.run():
+        for _ in range(5):
+            guard.raise_if_stalled()
+            agent.round(SEARCH)
+            seen.append(guard.verdict().verdict)
+        with pytest.raises(StallDetected) as caught:
+            guard.raise_if_stalled()
+        verdict, report = guard.verdict()
+    assert seen == [Verdict.OK, Verdict.WARN, Verdict.WARN, Verdict.WARN, Verdict.BREAK]
+    assert verdict is Verdict.BREAK
+    assert report is not None
+    assert report.tool_calls == 5
+    error = caught.value
+    assert error.report.verdict is Verdict.BREAK
+    assert error.finding is not None
+    assert error.finding.kind is Kind.REPEAT
+    assert str(error) == error.finding.message
+
+
+def test_raise_if_stalled_threshold_is_configurable() -> None:
+    """raise_if_stalled(at=WARN) stops at the first warning."""
+    pipe = make_pipeline()
+    agent = Agent(pipe.tracer, GENAI)
+    with agent.run():
+        agent.round(SEARCH)
+        pipe.processor.guard.raise_if_stalled(at=Verdict.WARN)
+        agent.round(SEARCH)
+        with pytest.raises(StallDetected):
+            pipe.processor.guard.raise_if_stalled(at=Verdict.WARN)
+
+
+def test_guard_for_trace_run() -> None:
+    """With no agent span, the guard uses the trace's run."""
+    pipe = make_pipeline()
+    agent = Agent(pipe.tracer, GENAI)
+    with pipe.tracer.start_as_current_span("POST /chat"):
+        agent.round(SEARCH)
+        assert pipe.processor.guard.before_call("search", ARGS) is not None
+    assert trace.get_current_span() is trace.INVALID_SPAN

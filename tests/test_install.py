@@ -1,0 +1,164 @@
+"""otel_stall.install(): one call that wires the processor from the environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from otlp_receiver import GrpcReceiver, HttpReceiver
+from stall_pipeline import STYLES, Agent, Call
+
+from otel_stall._env import ConfigError
+from otel_stall.install import install, otlp_exporter_from_env
+from otel_stall.processor import StallSpanProcessor
+
+SEARCH = Call("search", {"q": 1}, {"r": 1})
+
+
+def _loop(provider: TracerProvider, rounds: int = 3) -> None:
+    agent = Agent(provider.get_tracer("t"), STYLES[0])
+    with agent.run():
+        for _ in range(rounds):
+            agent.round(SEARCH)
+
+
+def test_install_with_exporter() -> None:
+    """install(provider, exporter=...) wraps a BatchSpanProcessor around the exporter."""
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    processor = install(provider, exporter=exporter, environ={})
+    assert isinstance(processor, StallSpanProcessor)
+    _loop(provider)
+    provider.force_flush()
+    run = next(s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent"))
+    assert run.attributes["stall.verdict"] == "warn"  # type: ignore[index]
+    assert install(provider, exporter=InMemorySpanExporter()) is processor  # idempotent
+
+
+def test_install_with_downstream_and_settings() -> None:
+    """Explicit downstream processors and settings keywords are used as given."""
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    processor = install(
+        provider, downstream=SimpleSpanProcessor(exporter), redact=True, max_runs=12, environ={}
+    )
+    assert (processor.settings.redact, processor.settings.max_runs) == (True, 12)
+    _loop(provider, 1)
+    tool = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool search")
+    assert "gen_ai.tool.call.arguments" not in tool.attributes  # type: ignore[operator]
+    assert "stall.signature" in tool.attributes  # type: ignore[operator]
+
+
+def test_install_reads_policy_from_environ() -> None:
+    """OTEL_STALL_* thresholds reach the policy."""
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    env = {
+        "OTEL_STALL_WARN_AT": "2",
+        "OTEL_STALL_BREAK_AT": "3",
+        "OTEL_STALL_DUPLICATE_MODE": "off",
+    }
+    processor = install(provider, downstream=[SimpleSpanProcessor(exporter)], environ=env)
+    assert (processor.policy.warn_at, processor.policy.break_at) == (2, 3)
+    _loop(provider, 3)
+    run = next(s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent"))
+    assert run.attributes["stall.verdict"] == "break"  # type: ignore[index]
+
+
+def test_no_exporter_env_means_no_downstream() -> None:
+    """Without OTLP variables there is no downstream; detection still runs."""
+    provider = TracerProvider()
+    processor = install(provider, environ={})
+    assert processor.downstream == ()
+    assert otlp_exporter_from_env({}) is None
+
+
+def test_unknown_setting_is_refused() -> None:
+    """A misspelt keyword raises ConfigError naming the valid settings."""
+    with pytest.raises(ConfigError, match="redact"):
+        install(TracerProvider(), environ={}, redcat=True)
+
+
+def test_bad_protocol_is_refused() -> None:
+    """An unsupported OTLP protocol is refused with the fix."""
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "kafka",
+    }
+    with pytest.raises(ConfigError, match="'grpc' or 'http/protobuf'"):
+        otlp_exporter_from_env(env)
+
+
+@pytest.mark.e2e
+def test_install_exports_over_grpc_from_env() -> None:
+    """OTEL_EXPORTER_OTLP_ENDPOINT selects the OTLP/gRPC exporter; spans arrive enriched."""
+    with GrpcReceiver() as receiver:
+        provider = TracerProvider()
+        install(provider, environ={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
+        _loop(provider)
+        provider.force_flush()
+        spans = receiver.wait_for(7)
+        provider.shutdown()
+    run = next(s for s in spans if s.name.startswith("invoke_agent"))
+    assert run.attributes["stall.detected"] is True
+
+
+@pytest.mark.e2e
+def test_install_exports_over_http_from_env() -> None:
+    """OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf selects the HTTP exporter."""
+    with HttpReceiver() as receiver:
+        provider = TracerProvider()
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        }
+        install(provider, environ=env)
+        _loop(provider)
+        provider.force_flush()
+        spans = receiver.wait_for(7)
+        provider.shutdown()
+    tools = [s for s in spans if s.name == "execute_tool search"]
+    assert sorted(t.attributes["stall.seq"] for t in tools) == [1, 2, 3]
+
+
+def test_install_on_the_global_provider() -> None:
+    """With the global provider still a proxy, install() creates and sets an SDK provider."""
+    script = textwrap.dedent(
+        """
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        import otel_stall.install as inst
+
+        processor = inst.install()
+        provider = trace.get_tracer_provider()
+        assert isinstance(provider, TracerProvider), provider
+        assert inst.install() is processor
+        tracer = trace.get_tracer("t")
+        agent = {"gen_ai.operation.name": "invoke_agent"}
+        with tracer.start_as_current_span("invoke_agent", attributes=agent):
+            for _ in range(2):
+                with tracer.start_as_current_span("execute_tool s", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.arguments": "{}"}):
+                    pass
+        print(processor.stats().finished_runs)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTEST_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).parent.parent,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"

@@ -1,0 +1,177 @@
+"""Reading stored traces: every format sniffed without flags, hostile files reported, not fatal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_stall.otlp.read import Format, read_units
+from otel_stall.replay import ReplayResult, replay
+from otel_stall.report import run_json
+
+GOLDEN = Path(__file__).parent / "golden"
+FORMATS = sorted((GOLDEN / "formats").iterdir())
+SPANS_IN_DATASET = 40
+
+
+def runs(result: ReplayResult) -> list[dict[str, Any]]:
+    """Run reports without the per-file run key, sorted for comparison."""
+    out = [run_json(r) for r in result.reports]
+    return sorted(out, key=lambda r: (r["trace_id"] or "", r["agent"] or ""))
+
+
+@pytest.fixture(scope="module")
+def reference() -> ReplayResult:
+    """The dataset read from plain OTLP/JSON lines."""
+    result = replay(str(GOLDEN / "formats" / "otlp.jsonl"))
+    assert result.errors == []
+    return result
+
+
+def test_golden_files_are_what_the_script_writes(tmp_path: Path) -> None:
+    """The committed golden files are exactly what make_golden.py generates."""
+    subprocess.run(
+        [sys.executable, str(GOLDEN / "make_golden.py"), str(tmp_path)], check=True, timeout=120
+    )
+    generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    committed = sorted(
+        p.relative_to(GOLDEN) for p in GOLDEN.rglob("*") if p.is_file() and p.suffix != ".py"
+    )
+    assert generated == committed
+    for rel in generated:
+        assert (tmp_path / rel).read_bytes() == (GOLDEN / rel).read_bytes(), rel
+
+
+def test_reference_dataset_verdicts(reference: ReplayResult) -> None:
+    """The dataset holds a looping run, a progressing run and a failing tool run."""
+    verdicts = {(r.attributes["agent"], r.verdict.value) for r in reference.reports}
+    assert verdicts == {("researcher", "break"), ("librarian", "ok"), (None, "escalate")}
+    assert reference.spans == SPANS_IN_DATASET
+    assert len(reference.traces) == 4
+
+
+@pytest.mark.parametrize("path", FORMATS, ids=lambda p: p.name)
+def test_every_format_gives_the_same_runs(path: Path, reference: ReplayResult) -> None:
+    """Each stored format, sniffed from its bytes, yields the same runs and span count."""
+    result = replay(str(path))
+    assert result.errors == []
+    assert result.spans == SPANS_IN_DATASET
+    assert runs(result) == runs(reference)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("otlp.jsonl", Format.JSON_LINES),
+        ("otlp_pretty.json", Format.JSON_DOCUMENT),
+        ("otlp.binpb", Format.PROTO),
+        ("otlp_zstd_messages.binpb", Format.PROTO_ZSTD),
+        ("otlp.jsonl.gz", Format.JSON_LINES),
+        ("otlp.binpb.zst", Format.PROTO),
+        ("gzip_without_extension.dat", Format.PROTO),
+    ],
+)
+def test_format_is_sniffed(name: str, expected: str) -> None:
+    """The format is detected from content (and magic bytes), not from the file name."""
+    path = GOLDEN / "formats" / name
+    errors: list[Any] = []
+    with path.open("rb") as stream:
+        formats = {unit.format for unit in read_units(str(path), stream, errors)}
+    assert formats == {expected}
+    assert errors == []
+
+
+def test_tool_call_format_matches_the_spans() -> None:
+    """The reference JSONL tool-call file gives the researcher's verdict and ledger signatures."""
+    result = replay(str(GOLDEN / "tool_calls" / "researcher.jsonl"))
+    spans = replay(str(GOLDEN / "formats" / "otlp.jsonl"))
+    (from_calls,) = result.reports
+    (from_spans,) = [r for r in spans.reports if r.attributes["agent"] == "researcher"]
+    assert from_calls.verdict == from_spans.verdict
+    assert [r.signature for r in from_calls.ledger] == [r.signature for r in from_spans.ledger]
+    assert [f.kind for f in from_calls.findings] == [f.kind for f in from_spans.findings]
+
+
+@pytest.mark.parametrize(
+    ("name", "position", "reason"),
+    [
+        ("truncated_last_line.jsonl", {"line": 6}, "truncated"),
+        ("corrupt_length_prefix.binpb", {"offset": None}, "corrupt length prefix"),
+        ("corrupt_payload.binpb", {"offset": None}, "not an OTLP protobuf traces message"),
+        ("invalid_utf8.jsonl", {"line": 2}, "UTF-8"),
+        ("empty_ids.jsonl", {"line": 6}, "empty traceId"),
+        ("wrong_types.jsonl", {"line": 3}, "expected an integer, got 'soon'"),
+        ("wrong_types.jsonl", {"line": 3}, "attributes: expected a list"),
+        ("wrong_types.jsonl", {"line": 4}, "resourceSpans: expected a list"),
+        ("wrong_types.jsonl", {"line": 5}, "expected an object with resourceSpans"),
+    ],
+)
+def test_hostile_files_report_position_and_keep_the_rest(
+    name: str, position: dict[str, int | None], reason: str, reference: ReplayResult
+) -> None:
+    """Each damage is one clear error with file and line/offset; every good span still counts."""
+    path = str(GOLDEN / "hostile" / name)
+    result = replay(path)
+    matching = [e for e in result.errors if reason in e.message]
+    assert len(matching) == 1, result.errors
+    error = matching[0]
+    assert error.path == path
+    if "line" in position:
+        assert error.line == position["line"]
+    else:
+        assert error.offset is not None
+        assert error.offset > 0
+    assert runs(result) == runs(reference)
+    assert result.spans >= SPANS_IN_DATASET
+
+
+@pytest.mark.parametrize("name", ["uppercase_ids.jsonl", "snake_case.jsonl"])
+def test_valid_variants_are_not_errors(name: str, reference: ReplayResult) -> None:
+    """Upper-case ids and snake_case keys with numeric int64 are valid: same runs, no error."""
+    result = replay(str(GOLDEN / "hostile" / name))
+    assert result.errors == []
+    assert runs(result) == runs(reference)
+
+
+def test_directory_is_read_recursively_and_errors_do_not_hide_results(
+    reference: ReplayResult,
+) -> None:
+    """A directory replays every file; bad files' errors sit next to the good files' runs.
+
+    The same trace stored in several files is one trace: spans are keyed by
+    span id, so copies collapse instead of looking like repeats.
+    """
+    result = replay(str(GOLDEN))
+    files = [p for p in GOLDEN.rglob("*") if p.is_file()]
+    assert result.files == len(files)
+    assert {e.path for e in result.errors} >= {
+        str(GOLDEN / "hostile" / "wrong_types.jsonl"),
+        str(GOLDEN / "hostile" / "corrupt_payload.binpb"),
+    }
+    from_spans = [r for r in result.reports if r.attributes["trace_id"] is not None]
+    assert sorted((r.attributes["agent"] or "", r.verdict.value) for r in from_spans) == sorted(
+        (r.attributes["agent"] or "", r.verdict.value) for r in reference.reports
+    )
+    assert result.spans > SPANS_IN_DATASET * len(FORMATS)
+
+
+def test_missing_file_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    """A path that does not exist is reported and the other paths are still read."""
+    missing = str(tmp_path / "nope.jsonl")
+    from otel_stall.replay import Replayer
+
+    result = Replayer().analyse([missing, str(GOLDEN / "formats" / "otlp.jsonl")])
+    assert [(e.path, e.message) for e in result.errors] == [(missing, "no such file or directory")]
+    assert result.spans == SPANS_IN_DATASET
+
+
+def test_empty_file_has_no_spans_and_no_errors(tmp_path: Path) -> None:
+    """An empty capture is not an error."""
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(b"")
+    result = replay(str(path))
+    assert (result.spans, result.errors, result.reports) == (0, [], [])

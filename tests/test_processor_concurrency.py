@@ -1,0 +1,93 @@
+"""Many runs ending spans on many threads at once."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+
+from opentelemetry import context
+from stall_pipeline import STYLES, Agent, Call, make_pipeline, stall
+
+from otel_stall.attributes import StallAttributes as S
+
+RUNS = 200
+THREADS = 32
+
+
+def _calls(i: int) -> int:
+    return 1 + i % 6
+
+
+def _expected_verdict(k: int) -> str:
+    # 2 identical calls: duplicate refusal (warn); 3-4: repeat warn; 5+: repeat break.
+    return "ok" if k == 1 else "break" if k >= 5 else "warn"
+
+
+def test_concurrent_runs_lose_nothing_and_do_not_bleed() -> None:
+    """32 threads x 200 runs: every span exported, each run's ledger is its own, state empties."""
+    pipe = make_pipeline()
+
+    def run(i: int) -> None:
+        agent = Agent(pipe.tracer, STYLES[0], f"agent-{i}")
+        with agent.run():
+            for _ in range(_calls(i)):
+                agent.round(Call("search", {"run": i}, {"hits": [i]}))
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(run, range(RUNS)))
+
+    spans = pipe.spans()
+    assert len(spans) == sum(1 + 2 * _calls(i) for i in range(RUNS))
+    tools: dict[int, list[dict[str, object]]] = defaultdict(list)
+    runs = {}
+    for span in spans:
+        trace_id = span.context.trace_id
+        if span.name == "execute_tool search":
+            tools[trace_id].append(stall(span))
+        elif span.name.startswith("invoke_agent"):
+            runs[trace_id] = (int(span.name.rsplit("-", 1)[1]), stall(span))
+    assert len(runs) == RUNS
+    signatures = set()
+    for trace_id, (i, run_attrs) in runs.items():
+        k = _calls(i)
+        rows = tools[trace_id]
+        assert [r[S.SEQ] for r in rows] == list(range(1, k + 1))
+        assert [r[S.REPEAT_COUNT] for r in rows] == list(range(1, k + 1))
+        assert len({r[S.SIGNATURE] for r in rows}) == 1
+        signatures.add(rows[0][S.SIGNATURE])
+        assert run_attrs[S.TOOL_CALLS] == k
+        assert run_attrs[S.ROUNDS] == k
+        assert run_attrs[S.VERDICT] == _expected_verdict(k)
+    assert len(signatures) == RUNS
+    stats = pipe.processor.stats()
+    assert stats.active_runs == 0
+    assert stats.tracked_spans == 0
+    assert stats.finished_runs == RUNS
+    assert stats.errors == 0
+    assert pipe.metric_total("stall.runs") == RUNS
+
+
+def test_parallel_tool_calls_of_one_run_from_many_threads() -> None:
+    """Tool spans of one run ended concurrently are all counted once, seq 1..n."""
+    pipe = make_pipeline()
+    agent = Agent(pipe.tracer, STYLES[0])
+    n = 256
+    with agent.run():
+        agent.model()
+        parent = context.get_current()
+
+        def call(j: int) -> None:
+            token = context.attach(parent)  # worker threads do not inherit the context
+            try:
+                agent.tool(Call("read", {"doc": j}, {"text": j}))
+            finally:
+                context.detach(token)
+
+        with ThreadPoolExecutor(THREADS) as pool:
+            list(pool.map(call, range(n)))
+    rows = [stall(s) for s in pipe.named("execute_tool read")]
+    assert len(rows) == n
+    assert sorted(r[S.SEQ] for r in rows) == list(range(1, n + 1))
+    assert {r[S.ROUND] for r in rows} == {1}
+    assert stall(pipe.one("invoke_agent researcher"))[S.TOOL_CALLS] == n
+    assert pipe.processor.stats().tracked_spans == 0
