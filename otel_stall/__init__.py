@@ -1,5 +1,86 @@
-"""otel-stall: catch AI agents stuck in tool loops by reading their OpenTelemetry spans."""
+"""otel-stall: catch AI agents stuck in tool loops by reading their OpenTelemetry spans.
 
+Live: wrap your span processors in :class:`StallSpanProcessor` (or call
+:func:`install`). Offline: :func:`replay` stored OTLP files. Both feed the same
+OpenTelemetry-free :class:`RunDetector`.
+"""
+
+from otel_stall._env import ConfigError
 from otel_stall._version import __version__
+from otel_stall.compare import Comparison, Conclusion, LoopSignature, compare_runs
+from otel_stall.conventions import Conventions, CustomConvention, Role, SpanRecord
+from otel_stall.detector import Observation, RunDetector, detect, stall_score
+from otel_stall.errors import InputError
+from otel_stall.guard import Refusal, RunStatus, StallDetected, StallGuard
+from otel_stall.install import install
+from otel_stall.jsonl import LoadResult, load_events
+from otel_stall.otlp.exporter import OtlpJsonLinesSpanExporter
+from otel_stall.policy import DuplicateMode, StallPolicy
+from otel_stall.processor import ProcessorStats, StallSpanProcessor
+from otel_stall.records import (
+    ABSENT,
+    Action,
+    Finding,
+    Kind,
+    LedgerRow,
+    ModelCall,
+    RunReport,
+    Status,
+    ToolCall,
+    Verdict,
+)
+from otel_stall.replay import Replayer, ReplayResult, replay
+from otel_stall.settings import ProcessorSettings
+from otel_stall.signature import Content, Digests, Normaliser, Signer
+from otel_stall.trace import TraceAnalyzer, TraceResult, analyse_spans
 
-__all__ = ["__version__"]
+__all__ = [
+    "ABSENT",
+    "Action",
+    "Comparison",
+    "Conclusion",
+    "ConfigError",
+    "Content",
+    "Conventions",
+    "CustomConvention",
+    "Digests",
+    "DuplicateMode",
+    "Finding",
+    "InputError",
+    "Kind",
+    "LedgerRow",
+    "LoadResult",
+    "LoopSignature",
+    "ModelCall",
+    "Normaliser",
+    "Observation",
+    "OtlpJsonLinesSpanExporter",
+    "ProcessorSettings",
+    "ProcessorStats",
+    "Refusal",
+    "ReplayResult",
+    "Replayer",
+    "Role",
+    "RunDetector",
+    "RunReport",
+    "RunStatus",
+    "Signer",
+    "SpanRecord",
+    "StallDetected",
+    "StallGuard",
+    "StallPolicy",
+    "StallSpanProcessor",
+    "Status",
+    "ToolCall",
+    "TraceAnalyzer",
+    "TraceResult",
+    "Verdict",
+    "__version__",
+    "analyse_spans",
+    "compare_runs",
+    "detect",
+    "install",
+    "load_events",
+    "replay",
+    "stall_score",
+]

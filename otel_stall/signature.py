@@ -99,7 +99,9 @@ _TOO_DEEP: Final = _TooDeep()
 _PATHLIKE = re.compile(r'^(?:[A-Za-z]:|\.{1,2})?[\\/]?[^\\/\s:*?"<>|]+(?:[\\/][^\\/\s:*?"<>|]*)+$')
 _WIN_PATH = re.compile(r'(?<![A-Za-z0-9])[A-Za-z]:\\[^\s:*?"<>|]*')
 """A Windows drive path inside free text, such as an error message."""
-_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_UUID = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
 _ISO_TS = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
 )
@@ -107,7 +109,7 @@ _TMP_NAME = re.compile(r"\$TMPDIR/(?:tmp[a-z0-9_]{8}|pytest-of-[^/]+/pytest-\d+)
 
 
 def _local_temp_dir() -> str:
-    """This machine's temp directory, with forward slashes and no trailing one."""
+    """The local temp directory, with forward slashes and no trailing one."""
     return tempfile.gettempdir().replace("\\", "/").rstrip("/")
 
 
@@ -421,9 +423,9 @@ def is_empty(value: Any, _depth: int = 0) -> bool:
     if kind is bool:
         return False
     if kind is int:
-        return value == 0
+        return bool(value == 0)
     if kind is float:
-        return value == 0 or not math.isfinite(value)  # NaN and inf are written as null
+        return bool(value == 0) or not math.isfinite(value)  # NaN and inf: written as null
     if isinstance(value, str):
         return not value or value.isspace()
     if isinstance(value, Mapping):
@@ -431,9 +433,9 @@ def is_empty(value: Any, _depth: int = 0) -> bool:
     if isinstance(value, list | tuple):
         return _depth <= MAX_DEPTH and all(is_empty(v, _depth + 1) for v in value)
     if isinstance(value, int):
-        return value == 0
+        return bool(value == 0)
     if isinstance(value, float):
-        return value == 0 or not math.isfinite(value)
+        return bool(value == 0) or not math.isfinite(value)
     return False
 
 
