@@ -24,14 +24,14 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from otel_stall.attributes import StallEventAttributes
-from otel_stall.conventions import Conventions, SpanRecord
+from otel_stall.conventions import Conventions
 from otel_stall.gateway.buffer import Held, TraceBuffer
 from otel_stall.gateway.config import GatewayConfig
 from otel_stall.gateway.prometheus import render
 from otel_stall.gateway.telemetry import GatewayMetrics
 from otel_stall.gateway.upstream import Sender, Upstream, make_sender
 from otel_stall.metrics import StallMetrics
-from otel_stall.otlp.decode import attributes_from_proto
+from otel_stall.otlp.decode import record_from_proto_span
 from otel_stall.otlp.encode import enrich_proto_span
 from otel_stall.policy import StallPolicy
 from otel_stall.trace import TraceAnalyzer, TraceResult
@@ -43,22 +43,6 @@ logger = logging.getLogger("otel_stall.gateway")
 _EVENT = StallEventAttributes.EVENT_NAME
 _TRACE_ID_BYTES = 16
 _SPAN_ID_BYTES = 8
-
-
-def _record(span: Any) -> SpanRecord:
-    parent = span.parent_span_id
-    status = span.status
-    return SpanRecord(
-        span.trace_id.hex(),
-        span.span_id.hex(),
-        parent.hex() if parent else None,
-        span.name,
-        span.start_time_unix_nano,
-        span.end_time_unix_nano,
-        attributes_from_proto(span.attributes),
-        status.code,
-        status.message,
-    )
 
 
 def _valid_ids(span: Any) -> bool:
@@ -239,7 +223,7 @@ class Pipeline:
         try:
             analyzer = TraceAnalyzer(trace_id.hex(), self.policy, self.conventions)
             for held in spans:
-                analyzer.add(_record(held.span))
+                analyzer.add(record_from_proto_span(held.span))
             result = analyzer.analyse()
             self._enrich(result, spans)
             self._count(result)

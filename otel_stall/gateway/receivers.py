@@ -384,7 +384,27 @@ def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
     return out
 
 
-class HttpReceiver:
+class _Background:
+    """An HTTP server run in a daemon thread, stopped without raising."""
+
+    def __init__(self, server: _Server, name: str) -> None:
+        self._server = server
+        self._name = name
+        self.host: str = str(server.server_address[0])
+        self.port: int = server.server_address[1]
+
+    def start(self) -> None:
+        """Serve in a background thread."""
+        threading.Thread(target=self._server.serve_forever, name=self._name, daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop accepting and close the socket."""
+        with contextlib.suppress(OSError):
+            self._server.shutdown()
+            self._server.server_close()
+
+
+class HttpReceiver(_Background):
     """OTLP/HTTP on ``/v1/traces`` (protobuf and JSON), one thread per connection."""
 
     def __init__(self, pipeline: Pipeline, config: GatewayConfig) -> None:
@@ -395,22 +415,7 @@ class HttpReceiver:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(config.tls_cert, config.tls_key)
         handler = type("OtlpHandler", (_Handler,), {"pipeline": pipeline, "config": config})
-        self._server = _Server(address, handler, context)
-        self.host = address[0]
-        self.port: int = self._server.server_address[1]
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        """Serve in a background thread."""
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="otlp-http", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop accepting and close the socket."""
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(_Server(address, handler, context), "otlp-http")
 
 
 # -- /metrics --------------------------------------------------------------------------
@@ -450,25 +455,9 @@ class _MetricsHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-class MetricsServer:
+class MetricsServer(_Background):
     """Prometheus scrape endpoint."""
 
     def __init__(self, pipeline: Pipeline, address: tuple[str, int]) -> None:
         handler = type("MetricsHandler", (_MetricsHandler,), {"pipeline": pipeline})
-        self._server = _Server(address, handler, None)
-        self.host = address[0]
-        self.port: int = self._server.server_address[1]
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        """Serve in a background thread."""
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="otel-stall-metrics", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop and close."""
-        with contextlib.suppress(OSError):
-            self._server.shutdown()
-            self._server.server_close()
+        super().__init__(_Server(address, handler, None), "otel-stall-metrics")

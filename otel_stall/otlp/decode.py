@@ -91,6 +91,23 @@ def attributes_from_proto(key_values: Any) -> dict[str, Any]:
     return out
 
 
+def record_from_proto_span(span: Any) -> SpanRecord:
+    """One protobuf ``Span`` as a :class:`SpanRecord` (ids as lower-case hex)."""
+    parent = span.parent_span_id
+    status = span.status
+    return SpanRecord(
+        span.trace_id.hex(),
+        span.span_id.hex(),
+        parent.hex() if parent else None,
+        span.name,
+        span.start_time_unix_nano,
+        span.end_time_unix_nano,
+        attributes_from_proto(span.attributes),
+        status.code,
+        status.message,
+    )
+
+
 def spans_from_proto(message: Any, on_error: OnError | None = None) -> Iterator[SpanRecord]:
     """Every span of a ``TracesData`` or ``ExportTraceServiceRequest`` message.
 
@@ -113,18 +130,7 @@ def spans_from_proto(message: Any, on_error: OnError | None = None) -> Iterator[
                     where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
                     report(DecodeError(where, "trace or span id has the wrong length"))
                     continue
-                status = span.status
-                yield SpanRecord(
-                    trace_id.hex(),
-                    span_id.hex(),
-                    parent.hex() if parent else None,
-                    span.name,
-                    span.start_time_unix_nano,
-                    span.end_time_unix_nano,
-                    attributes_from_proto(span.attributes),
-                    status.code,
-                    status.message,
-                )
+                yield record_from_proto_span(span)
 
 
 # -- OTLP/JSON ---------------------------------------------------------------
