@@ -12,7 +12,7 @@ from otel_stall.conventions import Conventions, CustomConvention, Role, SpanReco
 from otel_stall.detector import Observation, RunDetector, detect, stall_score
 from otel_stall.errors import InputError
 from otel_stall.guard import Refusal, RunStatus, StallDetected, StallGuard
-from otel_stall.install import install
+from otel_stall.installer import install
 from otel_stall.jsonl import LoadResult, load_events
 from otel_stall.otlp.exporter import OtlpJsonLinesSpanExporter
 from otel_stall.policy import DuplicateMode, StallPolicy

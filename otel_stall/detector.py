@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final, NamedTuple
 
 from otel_stall import messages
 from otel_stall.policy import DuplicateMode, StallPolicy
@@ -62,6 +62,7 @@ from otel_stall.records import (
     Status,
     ToolCall,
     Verdict,
+    unfrozen_twin,
 )
 from otel_stall.signature import Content, Digests
 
@@ -104,10 +105,25 @@ class _Streak:
         self.count = 0
 
 
-@dataclass(slots=True)
-class _Occurrences:
-    first_seq: int
-    count: int = 0
+class _ToolInfo(NamedTuple):
+    """What the policy says about one tool name, looked up once per run."""
+
+    exempt: bool
+    approval: bool
+    warn_at: int
+    break_at: int
+
+
+_TwinRow: Final[Any] = unfrozen_twin(LedgerRow)
+_TwinObservation: Final[Any] = unfrozen_twin(Observation)
+_SEVERITY: Final = ACTION_SEVERITY
+_CONTINUE: Final = Action.CONTINUE
+_OK: Final = Status.OK
+_ERROR: Final = Status.ERROR
+_REFUSED: Final = Status.REFUSED
+_OVERLOADED: Final = Status.OVERLOADED
+_PRESENT: Final = Content.PRESENT
+_EMPTY: Final = Content.EMPTY
 
 
 @dataclass
@@ -118,8 +134,10 @@ class RunDetector:
     run_key: RunKey = None
     _rows: list[LedgerRow] = field(default_factory=list, init=False)
     _findings: list[Finding] = field(default_factory=list, init=False)
-    _signatures: dict[str, _Occurrences] = field(default_factory=dict, init=False)
-    _executed: dict[str, _Occurrences] = field(default_factory=dict, init=False)
+    _signatures: dict[str, list[int]] = field(default_factory=dict, init=False)
+    """Full signature -> [first seq, occurrences]."""
+    _executed: dict[str, list[int]] = field(default_factory=dict, init=False)
+    """Call signature -> [first seq, occurrences] of calls that ran and succeeded."""
     _fingerprints: set[str] = field(default_factory=set, init=False)
     _last_signature: str | None = field(default=None, init=False)
     _consecutive: int = field(default=0, init=False)
@@ -137,6 +155,9 @@ class RunDetector:
     _overloaded_rounds: int = field(default=0, init=False)
     _budget_fired: bool = field(default=False, init=False)
     _verdict: Verdict = field(default=Verdict.OK, init=False)
+    _tuned_for: StallPolicy | None = field(default=None, init=False, repr=False)
+    _tool_info: dict[str, _ToolInfo] = field(default_factory=dict, init=False, repr=False)
+    _run_mode: bool = field(default=True, init=False, repr=False)
 
     # -- feeding -------------------------------------------------------------
 
@@ -155,84 +176,140 @@ class RunDetector:
         return findings
 
     def tool_call(self, call: ToolCall, digests: Digests | None = None) -> Observation:
-        """Record one tool call; ``digests`` may be computed beforehand, outside any lock."""
+        """Record one tool call; ``digests`` may be computed beforehand, outside any lock.
+
+        The hot path of the whole package (one call per tool span): the common
+        case is inlined, and only a rule that fires calls out to build its finding.
+        """
         policy = self.policy
+        if policy is not self._tuned_for:
+            self._tune(policy)
         findings: list[Finding] = []
         if not self._model_driven or self._round is None:
             findings += self._close_round()
             findings += self._open_round()
         current = self._round
         assert current is not None
+        tool, status = call.tool, call.status
         if digests is None:
-            digests = policy.signer.sign(call.tool, call.arguments, call.result, call.status)
-        seq = len(self._rows) + 1
-        tool, status, signature = call.tool, call.status, digests.signature
-        exempt = call.exempt or policy.is_exempt(tool)
-        approval = call.approval or policy.needs_approval(tool)
+            digests = policy.signer.sign(tool, call.arguments, call.result, status)
+        rows = self._rows
+        seq = len(rows) + 1
+        signature = digests.signature
+        info = self._tool_info.get(tool)
+        if info is None:
+            info = self._tool_info[tool] = _ToolInfo(
+                policy.is_exempt(tool), policy.needs_approval(tool), *policy.thresholds_for(tool)
+            )
+        exempt = call.exempt or info.exempt
+        approval = call.approval or info.approval
+        args_content, result_content = digests.arguments, digests.result
+        args_known = args_content is _PRESENT or args_content is _EMPTY
+        comparable = args_known and (result_content is _PRESENT or result_content is _EMPTY)
 
-        comparable = digests.comparable
+        repeat_of: int | None = None
+        count = consecutive = 1
         if comparable:
             seen = self._signatures.get(signature)
             if seen is None:
-                seen = self._signatures[signature] = _Occurrences(seq)
-            seen.count += 1
-            same_as_last = signature == self._last_signature
-            self._consecutive = self._consecutive + 1 if same_as_last else 1
+                self._signatures[signature] = [seq, 1]
+            else:
+                seen[1] = count = seen[1] + 1
+                repeat_of = seen[0]
+            if signature == self._last_signature:
+                consecutive = self._consecutive + 1
             self._last_signature = signature
         else:
-            seen = _Occurrences(seq, 1)
-            self._consecutive, self._last_signature = 1, None
-        consecutive = self._consecutive
+            self._last_signature = None
+        self._consecutive = consecutive
         if consecutive == 1:
-            self._repeat_fired = Action.CONTINUE
-        new_fact = self._novelty(digests, status, exempt=exempt, approval=approval)
+            self._repeat_fired = _CONTINUE
 
-        state = Action.CONTINUE
-        if comparable and not exempt and status is Status.OK:
-            state = self._repeat(call, digests, seq, consecutive, findings)
+        # Novelty: did this call bring a fact not seen before? Unclear leans to yes.
+        if status is _REFUSED or status is _OVERLOADED:
+            new_fact = False
+        elif exempt or approval or result_content is not _PRESENT:
+            new_fact = True
+        else:
+            fingerprint = digests.result_digest
+            assert fingerprint is not None
+            fingerprints = self._fingerprints
+            new_fact = fingerprint not in fingerprints
+            if new_fact:
+                fingerprints.add(fingerprint)
+
+        state = _CONTINUE
+        if comparable and not exempt and status is _OK and consecutive >= info.warn_at:
+            state = self._repeat(call, digests, seq, consecutive, findings, info)
         call_signature = digests.call_signature
         same = self._call_consecutive + 1 if call_signature == self._last_call else 1
         self._last_call, self._call_consecutive = call_signature, same
-        if not exempt and not approval and digests.arguments.known:
-            self._duplicate(call, digests, seq, same, findings)
-        self._failure(call, digests, seq, findings)
-        self._budget(status, current, seq, call, digests, findings)
+        if not exempt and not approval and args_known:
+            if self._run_mode and call_signature not in self._executed:
+                if status is _OK:
+                    self._executed[call_signature] = [seq, 1]
+            else:
+                self._duplicate(call, digests, seq, same, findings)
+        if status is _OK:
+            if self._failures:
+                self._failures.pop(tool, None)
+        elif status is _ERROR or status is _OVERLOADED:
+            self._failure(call, digests, seq, findings)
+        if status is not _REFUSED:
+            self._budget(status, current, seq, call, digests, findings)
 
         action = state
         if findings:
-            action = max((state, *(f.action for f in findings)), key=ACTION_SEVERITY.__getitem__)
-        row = LedgerRow(
-            seq=seq,
-            tool=tool,
-            signature=signature,
-            call_signature=digests.call_signature,
-            result_digest=digests.result_digest,
-            repeat_of=seen.first_seq if seen.count > 1 else None,
-            count=seen.count,
-            consecutive=consecutive,
-            new_fact=new_fact,
-            round=current.number,
-            status=status,
-            action=action,
-            span_id=call.span_id,
+            for finding in findings:
+                if _SEVERITY[finding.action] > _SEVERITY[action]:
+                    action = finding.action
+        row = _TwinRow(
+            seq,
+            tool,
+            signature,
+            call_signature,
+            digests.result_digest,
+            repeat_of,
+            count,
+            consecutive,
+            new_fact,
+            current.number,
+            status,
+            action,
+            call.span_id,
         )
-        self._rows.append(row)
+        row.__class__ = LedgerRow
+        rows.append(row)
         current.calls += 1
         current.last = row
         if current.first_seq == 0:
             current.first_seq = seq
-        if status is not Status.REFUSED:
+        if status is not _REFUSED:
             current.ran += 1
-        current.new_fact |= new_fact and status is not Status.REFUSED
+            if new_fact:
+                current.new_fact = True
         if not self._model_driven:
             closing = self._close_round()
             if closing:
                 findings += closing
-                worst = max((action, *(f.action for f in closing)), key=ACTION_SEVERITY.__getitem__)
+                worst = action
+                for finding in closing:
+                    if _SEVERITY[finding.action] > _SEVERITY[worst]:
+                        worst = finding.action
                 row = _with_action(row, worst)
-                self._rows[-1] = row
-        self._record(findings)
-        return Observation(row, tuple(findings))
+                rows[-1] = row
+        observation = _TwinObservation(row, ())
+        if findings:
+            observation.findings = tuple(findings)
+            self._record(findings)
+        observation.__class__ = Observation
+        return observation  # type: ignore[no-any-return]
+
+    def _tune(self, policy: StallPolicy) -> None:
+        """Read the policy's settings once: it is frozen, and the hot path reads them often."""
+        self._tuned_for = policy
+        self._tool_info = {}
+        self._run_mode = policy.duplicate_mode is DuplicateMode.RUN
 
     def check_call(
         self, tool: str, arguments: Any, *, exempt: bool = False, approval: bool = False
@@ -263,11 +340,11 @@ class RunDetector:
                 Action.REFUSE,
                 tool,
                 call_signature,
-                done.count + 1,
-                done.first_seq,
+                done[1] + 1,
+                done[0],
                 seq,
                 number,
-                messages.duplicate(tool, done.first_seq),
+                messages.duplicate(tool, done[0]),
             )
         same = self._call_consecutive + 1 if call_signature == self._last_call else 1
         if same < policy.duplicate_consecutive_limit:
@@ -326,19 +403,6 @@ class RunDetector:
 
     # -- rules ---------------------------------------------------------------
 
-    def _novelty(self, digests: Digests, status: Status, *, exempt: bool, approval: bool) -> bool:
-        """Did this call bring a fact not seen before in the run? Unclear leans to yes."""
-        if status is Status.REFUSED or status is Status.OVERLOADED:
-            return False
-        if exempt or approval or digests.result is not Content.PRESENT:
-            return True
-        fingerprint = digests.result_digest
-        assert fingerprint is not None
-        if fingerprint in self._fingerprints:
-            return False
-        self._fingerprints.add(fingerprint)
-        return True
-
     def _repeat(
         self,
         call: ToolCall,
@@ -346,20 +410,20 @@ class RunDetector:
         seq: int,
         consecutive: int,
         findings: list[Finding],
+        info: _ToolInfo,
     ) -> Action:
         """Back-to-back identical calls: warn (one re-plan) at ``warn_at``, break at ``break_at``.
 
         Fires when a threshold is crossed rather than hit exactly, so a streak
         that began on calls exempt by their own flag still fires once.
         """
-        warn_at, break_at = self.policy.thresholds_for(call.tool)
-        if consecutive >= break_at:
+        if consecutive >= info.break_at:
             state = Action.BREAK
-        elif consecutive >= warn_at:
+        elif consecutive >= info.warn_at:
             state = Action.WARN
         else:
             return Action.CONTINUE
-        if ACTION_SEVERITY[state] > ACTION_SEVERITY[self._repeat_fired]:
+        if _SEVERITY[state] > _SEVERITY[self._repeat_fired]:
             self._repeat_fired = state
             first_seq = seq - consecutive + 1
             findings.append(
@@ -402,22 +466,23 @@ class RunDetector:
         number = self._round_number()
         done = self._executed.get(call_signature)
         if done is not None:
-            done.count += 1
+            done[1] += 1
+            first_seq = done[0]
             findings.append(
                 self._finding(
                     Kind.DUPLICATE_CALL,
                     Action.REFUSE,
                     call.tool,
                     call_signature,
-                    done.count,
-                    done.first_seq,
+                    done[1],
+                    first_seq,
                     seq,
                     number,
-                    messages.duplicate(call.tool, done.first_seq),
+                    messages.duplicate(call.tool, first_seq),
                 )
             )
         elif status is Status.OK:
-            self._executed[call_signature] = _Occurrences(seq, 1)
+            self._executed[call_signature] = [seq, 1]
 
     def _failure(self, call: ToolCall, digests: Digests, seq: int, findings: list[Finding]) -> None:
         status = call.status

@@ -40,17 +40,26 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import SpanContext
+from opentelemetry.trace import SpanContext, StatusCode
 
 from otel_stall.attributes import StallEventAttributes
-from otel_stall.conventions import CONTENT_KEYS, ROLE_KEYS, Conventions, Role, SpanRecord
+from otel_stall.conventions import (
+    CONTENT_KEYS,
+    ROLE_KEYS,
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_UNSET,
+    Conventions,
+    Role,
+    SpanRecord,
+)
 from otel_stall.detector import RunDetector
 from otel_stall.enrich import finding_event_attributes, run_span_attributes, tool_span_attributes
 from otel_stall.metrics import StallMetrics
@@ -230,7 +239,7 @@ class StallSpanProcessor(SpanProcessor):
         """Tracked open spans by span id."""
         self._roots: dict[int, Span | _Run] = {}
         """Open trace roots by trace id: the root span, or its trace run once created."""
-        self._ended: dict[int, None] = {}
+        self._ended: OrderedDict[int, None] = OrderedDict()
         """Trace ids of recently ended roots (oldest first), bounded by ``_ENDED_ROOTS``."""
         self._finished = 0
         self._evicted = 0
@@ -296,7 +305,13 @@ class StallSpanProcessor(SpanProcessor):
                     node = self._spans.get(parent.span_id)
                     if node is not None:
                         inherit = node.child
+                # A dict copy: iterating the SDK's still-mutable attribute mapping takes
+                # its lock and copies its keys, which costs more than this copy.
                 attributes = span.attributes
+                try:  # noqa: SIM105 (suppress() costs a context manager on the hot path)
+                    attributes = attributes.copy()  # type: ignore[union-attr]
+                except AttributeError:  # not the SDK's mapping: iterate it as it is
+                    pass
                 if not self._role_keys.isdisjoint(attributes):  # type: ignore[arg-type]
                     self._classified_start(span, attributes, inherit)  # type: ignore[arg-type]
                 elif inherit is not None:
@@ -348,13 +363,16 @@ class StallSpanProcessor(SpanProcessor):
                     if ctx is not None:
                         node = self._spans.pop(ctx.span_id, None)
                 if node is not None:
-                    out = self._end(span, node, None)
-                else:
-                    attributes = span.attributes
-                    if not self._role_keys.isdisjoint(attributes):  # type: ignore[arg-type]
-                        out = self._end(span, None, self._role(attributes))
-                    elif span.parent is None:
-                        out = self._end(span, None, _OTHER)
+                    # A plain span under an agent or tool (its node is shared with its
+                    # parent's children) leaves as cheaply as an untracked one.
+                    if node.child is not node or not self._role_keys.isdisjoint(
+                        span.attributes  # type: ignore[arg-type]
+                    ):
+                        out = self._end(span, node)
+                elif not self._role_keys.isdisjoint(span.attributes):  # type: ignore[arg-type]
+                    out = self._end(span, None)
+                elif span.parent is None:
+                    out = self._plain_root_end(span)
             except Exception as exc:
                 failure = self._error("on_end", exc)
         single = self._single
@@ -401,8 +419,11 @@ class StallSpanProcessor(SpanProcessor):
 
     def _root_started(self, span: Span) -> None:
         """Remember an open trace root: it becomes the run span if its trace run is created."""
+        ctx = span.context
+        if ctx is None:
+            return
         roots = self._roots
-        roots[span.get_span_context().trace_id] = span
+        roots[ctx.trace_id] = span
         if len(roots) + len(self._spans) > self._max_spans:
             self._forget_oldest_spans(roots)
 
@@ -413,7 +434,7 @@ class StallSpanProcessor(SpanProcessor):
             self._forget_oldest_spans(spans)
 
     def _classified_start(
-        self, span: Span, attributes: dict[str, Any], inherit: _Node | None
+        self, span: Span, attributes: Mapping[str, Any], inherit: _Node | None
     ) -> None:
         """A span that holds a role attribute at its start: track it by its role."""
         role = self._role(attributes)
@@ -452,11 +473,8 @@ class StallSpanProcessor(SpanProcessor):
 
     # -- end -----------------------------------------------------------------
 
-    def _end(self, span: ReadableSpan, node: _Node | None, role: Role | None) -> ReadableSpan:
-        """A tracked, classified or root span ended: detect, and enrich its copy if needed.
-
-        ``role`` is ``None`` when the caller has not classified the span yet.
-        """
+    def _end(self, span: ReadableSpan, node: _Node | None) -> ReadableSpan:
+        """A tracked or classified span ended: detect, and enrich its copy if needed."""
         ctx = span.context
         if ctx is None:
             return span
@@ -473,18 +491,17 @@ class StallSpanProcessor(SpanProcessor):
                     run, nested = inherit.run, inherit.nested
         else:
             start_role, owned, run, nested = node.role, node.owned, node.run, node.nested
-        if role is None:
-            original = span.attributes
-            if start_role is not _OTHER or not self._role_keys.isdisjoint(original):  # type: ignore[arg-type]
-                role = self._role(original)
-            else:
-                role = _OTHER
+        # One plain copy: cheap lookups (the SDK mapping's get() goes through the
+        # Mapping protocol), then the exported attributes.
+        attrs = attribute_dict(span)
+        if start_role is not _OTHER or not self._role_keys.isdisjoint(attrs):
+            role = self._role(attrs)
+        else:
+            role = _OTHER
         if role is _OTHER and start_role is _OTHER and owned is None and parent is not None:
             return span  # a plain span: not a span otel-stall reads
-        attrs: dict[str, Any] | None = None
         extra: dict[str, Any] = {}
         if role is _TOOL:
-            attrs = attribute_dict(span)  # one copy: cheap lookups, then the exported attributes
             if not nested:  # a nested tool span is the outer call seen again
                 row_attrs = self._tool(span, ctx, attrs, run)
                 if row_attrs:
@@ -502,12 +519,26 @@ class StallSpanProcessor(SpanProcessor):
         redact = self._redact and (role is not _OTHER or start_role is not _OTHER)
         if not extra and events is None and not redact:
             return span
-        if attrs is None:
-            attrs = attribute_dict(span)
         attrs.update(extra)
         if redact:
             for key in self._content_keys.intersection(attrs):
                 del attrs[key]
+        return copy_span(span, attrs, events)
+
+    def _plain_root_end(self, span: ReadableSpan) -> ReadableSpan:
+        """A trace root without role attributes ended: close its trace run if it has one."""
+        ctx = span.context
+        if ctx is None:
+            return span
+        run = self._root_ended(ctx.trace_id)
+        if run is None:
+            return span  # no tool or model call in the trace: the common case
+        extra: dict[str, Any] = {}
+        events = self._run_ended(span, run, extra)
+        if not extra and events is None:
+            return span
+        attrs = attribute_dict(span)  # a plain span: nothing to redact
+        attrs.update(extra)
         return copy_span(span, attrs, events)
 
     def _tool(
@@ -531,7 +562,7 @@ class StallSpanProcessor(SpanProcessor):
             start_ns=span.start_time or 0,
             end_ns=span.end_time or 0,
             attributes=attributes,
-            status_code=status.status_code.value,
+            status_code=_status_code(status.status_code),
             status_message=status.description or "",
         )
         call = self.conventions.tool_call(record, run.run_key)
@@ -557,7 +588,7 @@ class StallSpanProcessor(SpanProcessor):
             ended = self._ended
             ended[trace_id] = None
             if len(ended) > _ENDED_ROOTS:
-                del ended[next(iter(ended))]
+                ended.popitem(last=False)
             if isinstance(found, _Run):
                 return found
             return self._runs.get((trace_id, None))
@@ -632,9 +663,7 @@ class StallSpanProcessor(SpanProcessor):
                 evicted = self._pop_evictable(now)
         for old in evicted:
             self._finish_evicted(old)
-        if run.evicted:
-            return None
-        return run
+        return None if run.evicted else run  # the bound may have evicted this very run
 
     def _trace_run(self, trace_id: int) -> _Run | None:
         """Under the table lock: the trace's run, created on first use; ``None`` if it ended."""
@@ -787,6 +816,13 @@ class StallSpanProcessor(SpanProcessor):
         if reraise and self.settings.should_raise:
             return exc
         return None
+
+
+def _status_code(code: StatusCode) -> int:
+    """OTLP's status number, by identity (cheaper than the enum's ``value`` property)."""
+    if code is StatusCode.ERROR:
+        return STATUS_ERROR
+    return STATUS_OK if code is StatusCode.OK else STATUS_UNSET
 
 
 def _seq_of(event: Event) -> Any:

@@ -7,6 +7,7 @@ the gateway all feed the very same detector.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -224,3 +225,23 @@ class RunReport:
     def detected(self) -> bool:
         """Whether any rule fired: what tail sampling keeps."""
         return bool(self.findings)
+
+
+def unfrozen_twin(cls: type) -> Any:
+    """A mutable slots class with the layout of the frozen slots dataclass ``cls``.
+
+    A frozen dataclass's ``__init__`` stores each field through
+    ``object.__setattr__``, about 100 ns a field: a 13-field :class:`LedgerRow`
+    costs more to build than the rules that fill it. Hot paths build the twin
+    (plain slot stores, positional arguments in field order) and then set
+    ``obj.__class__ = cls``: the result is a real ``cls`` instance, frozen,
+    equal to one built normally, usable with ``dataclasses.replace``. The
+    retagging is checked here, once, so a layout mismatch fails at import.
+    """
+    names = [f.name for f in dataclasses.fields(cls)]
+    twin: Any = dataclasses.make_dataclass(
+        f"_{cls.__name__}Twin", names, slots=True, eq=False, repr=False
+    )
+    probe = twin(*([None] * len(names)))
+    probe.__class__ = cls
+    return twin

@@ -27,7 +27,7 @@ from typing import Any, Final
 import orjson
 import xxhash
 
-from otel_stall.records import ABSENT, Status
+from otel_stall.records import ABSENT, Status, unfrozen_twin
 
 DEFAULT_VOLATILE_KEYS: Final[tuple[str, ...]] = (
     "ts",
@@ -49,6 +49,9 @@ the same whether a value takes the fast path or the Python walk.
 _SORT: Final = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _hash = xxhash.xxh3_64_hexdigest
 _MAX_TEXT_PASSES: Final = 4
+_INT_MIN: Final = -(1 << 63)
+_INT_END: Final = 1 << 64
+_KEY_CACHE_ENTRIES: Final = 1024
 
 
 class Content(str, enum.Enum):
@@ -189,12 +192,15 @@ class Normaliser:
     _exact: frozenset[str] = field(init=False, repr=False, compare=False)
     _globs: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _keys: re.Pattern[bytes] | None = field(init=False, repr=False, compare=False)
+    _volatile: dict[str, bool] = field(init=False, repr=False, compare=False)
+    """Key -> dropped? Keys repeat across payloads; bounded, and safe to share between threads."""
 
     def __post_init__(self) -> None:
         keys = tuple(k.lower() for k in self.volatile_keys)
         globs = tuple(k for k in keys if any(c in k for c in "*?["))
         exact = frozenset(k for k in keys if k not in globs)
         object.__setattr__(self, "_exact", exact)
+        object.__setattr__(self, "_volatile", {})
         object.__setattr__(self, "_globs", globs)
         # One regex over the lower-cased bytes finds any volatile key: it starts
         # with a quote, so it is tried at each string only, not at every byte.
@@ -239,26 +245,15 @@ class Normaliser:
         if kind is str:
             return self.normalise_text(value)
         if kind is list:
-            depth = _depth + 1
-            return [self.normalise(v, depth) for v in value]
+            return self._list(value, _depth + 1)
         if kind is float:
             return value if math.isfinite(value) else None  # orjson writes these as null
         if kind is dict or isinstance(value, Mapping):
-            depth = _depth + 1
-            exact, globs = self._exact, self._globs
-            out: dict[str, Any] = {}
-            for k, v in value.items():
-                key = k if type(k) is str else _key_text(k)
-                low = key.lower()
-                if low in exact or (globs and any(fnmatch.fnmatchcase(low, g) for g in globs)):
-                    continue
-                out[key] = self.normalise(v, depth)
-            return out
+            return self._dict(value, _depth + 1)
         if isinstance(value, list | tuple):
-            depth = _depth + 1
-            return [self.normalise(v, depth) for v in value]
+            return self._list(value, _depth + 1)
         if kind is int:
-            if -(1 << 63) <= value < 1 << 64:
+            if _INT_MIN <= value < _INT_END:
                 return value
             return str(value)  # beyond what orjson writes (int64 and uint64): as text
         if value is None or kind is bool:
@@ -270,10 +265,44 @@ class Normaliser:
         if isinstance(value, float):
             return value if math.isfinite(value) else None
         if isinstance(value, int) and not isinstance(value, bool):
-            if -(1 << 63) <= value < 1 << 64:
+            if _INT_MIN <= value < _INT_END:
                 return int(value)
             return str(value)
         return value
+
+    def _dict(self, value: Mapping[Any, Any], depth: int) -> dict[str, Any]:
+        """An object's members, volatile keys dropped; the common leaves are handled inline."""
+        out: dict[str, Any] = {}
+        volatile = self._volatile
+        text = self.normalise_text
+        plain = not self.scrub_values
+        for k, v in value.items():
+            key = k if type(k) is str else _key_text(k)
+            drop = volatile.get(key)
+            if drop is None:
+                drop = self.is_volatile(key)
+                if len(volatile) < _KEY_CACHE_ENTRIES and len(key) <= 64:
+                    volatile[key] = drop
+            if drop:
+                continue
+            kind = type(v)
+            if depth > MAX_DEPTH:
+                raise RecursionError("value nested deeper than MAX_DEPTH")
+            if kind is str:
+                # The whitespace step inline; the rest only for text that can hold a path.
+                v = " ".join(v.split())
+                out[key] = v if plain and "/" not in v and "\\" not in v else text(v)
+            elif (kind is int and _INT_MIN <= v < _INT_END) or v is None or kind is bool:
+                out[key] = v
+            else:
+                out[key] = self.normalise(v, depth)
+        return out
+
+    def _list(self, value: list[Any] | tuple[Any, ...], depth: int) -> list[Any]:
+        if depth > MAX_DEPTH and value:
+            raise RecursionError("value nested deeper than MAX_DEPTH")
+        text, normalise = self.normalise_text, self.normalise
+        return [text(v) if type(v) is str else normalise(v, depth) for v in value]
 
     def normalise_text(self, text: str) -> str:
         """Collapse whitespace, make path separators and temp directories canonical.
@@ -443,26 +472,85 @@ _ABSENT_MARK: Final = b"\x00absent"
 _UNKNOWN_MARK: Final = b"\x00unknown"
 
 
+CACHE_ENTRIES: Final = 4096
+"""Payload texts whose digests each :class:`Signer` remembers (per cache; digests only).
+
+Agents stuck in a loop send the very same argument and result text again and
+again, so a repeat costs a hash of the raw text instead of a parse, a
+re-serialisation and a scan. Entries hold digests, not payloads: the memory
+is bounded by the entry count whatever the payload size.
+"""
+
+_key = xxhash.xxh3_128_intdigest
+_TwinDigests: Final[Any] = unfrozen_twin(Digests)
+
+
 @dataclass(frozen=True, slots=True)
 class Signer:
-    """Computes a call's :class:`Digests` with one :class:`Normaliser`."""
+    """Computes a call's :class:`Digests` with one :class:`Normaliser`.
+
+    Thread-safe: the processor signs from many threads at once. The caches are
+    plain dicts (each get or set is atomic) that are cleared when full.
+    """
 
     normaliser: Normaliser = field(default_factory=Normaliser)
+    _calls: dict[tuple[str, int], tuple[str, Content]] = field(
+        init=False, repr=False, compare=False
+    )
+    _results: dict[int, tuple[str | None, Content]] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_calls", {})
+        object.__setattr__(self, "_results", {})
 
     def sign(self, tool: str, arguments: Any, result: Any, status: Status | str) -> Digests:
         """Hash (tool, arguments), the result, and (tool, arguments, result, status)."""
-        canonical = self.normaliser.canonical
-        args_blob, args_content = canonical(arguments)
-        result_blob, result_content = canonical(result)
-        tool_bytes = tool.encode("utf-8", "surrogatepass")
-        if args_blob is None:
-            args_blob = _ABSENT_MARK if args_content is Content.ABSENT else _UNKNOWN_MARK
-        call_signature = _hash(b"%b\x1f%b" % (tool_bytes, args_blob))
-        result_digest = None if result_blob is None else _hash(result_blob)
-        status_text = status.value if isinstance(status, Status) else str(status)
-        result_part = result_digest or result_content.value
-        signature = _hash(f"{call_signature}\x1f{result_part}\x1f{status_text}".encode())
-        return Digests(call_signature, result_digest, signature, args_content, result_content)
+        if type(arguments) is str:
+            calls = self._calls
+            key = (tool, _key(arguments.encode("utf-8", "surrogatepass")))
+            cached = calls.get(key)
+            if cached is None:
+                cached = self._call_signature(tool, arguments)
+                if len(calls) >= CACHE_ENTRIES:
+                    calls.clear()
+                calls[key] = cached
+            call_signature, args_content = cached
+        else:
+            call_signature, args_content = self._call_signature(tool, arguments)
+        if type(result) is str:
+            results = self._results
+            rkey = _key(result.encode("utf-8", "surrogatepass"))
+            done = results.get(rkey)
+            if done is None:
+                done = self._result_digest(result)
+                if len(results) >= CACHE_ENTRIES:
+                    results.clear()
+                results[rkey] = done
+            result_digest, result_content = done
+        else:
+            result_digest, result_content = self._result_digest(result)
+        if type(status) is not str and not isinstance(status, Status):
+            status = str(status)
+        # Concatenation reads a str enum's own text ("ok") without calling __format__.
+        part = result_content.value if result_digest is None else result_digest
+        signature = _hash((call_signature + "\x1f" + part + "\x1f" + status).encode())
+        digests: Digests = _TwinDigests(
+            call_signature, result_digest, signature, args_content, result_content
+        )
+        digests.__class__ = Digests
+        return digests
+
+    def _call_signature(self, tool: str, arguments: Any) -> tuple[str, Content]:
+        blob, content = self.normaliser.canonical(arguments)
+        if blob is None:
+            blob = _ABSENT_MARK if content is Content.ABSENT else _UNKNOWN_MARK
+        return _hash(tool.encode("utf-8", "surrogatepass") + b"\x1f" + blob), content
+
+    def _result_digest(self, result: Any) -> tuple[str | None, Content]:
+        blob, content = self.normaliser.canonical(result)
+        return (None if blob is None else _hash(blob)), content
 
 
 def digest(value: Any, normaliser: Normaliser | None = None) -> str | None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from otel_stall.gateway.sink import OtlpSink
 from otel_stall.jsonl import load_events
 from otel_stall.records import ModelCall, ToolCall
 
@@ -29,3 +30,10 @@ def trace_events() -> Callable[[str], list[ToolCall | ModelCall]]:
         return result.events
 
     return load
+
+
+@pytest.fixture
+def sink() -> Iterator[OtlpSink]:
+    """A loopback OTLP gRPC receiver that counts what the gateway forwards."""
+    with OtlpSink() as running:
+        yield running

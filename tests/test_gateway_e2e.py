@@ -45,12 +45,6 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def sink() -> Iterator[OtlpSink]:
-    with OtlpSink() as running:
-        yield running
-
-
-@pytest.fixture
 def gateway(sink: OtlpSink) -> Iterator[Gateway]:
     config = GatewayConfig(
         grpc="127.0.0.1:0",

@@ -37,12 +37,6 @@ HUNDRED_MB = 100 * 1024 * 1024
 
 
 @pytest.fixture
-def sink() -> Iterator[OtlpSink]:
-    with OtlpSink() as running:
-        yield running
-
-
-@pytest.fixture
 def gateway(sink: OtlpSink) -> Iterator[Gateway]:
     config = GatewayConfig(
         grpc="127.0.0.1:0", http="127.0.0.1:0", metrics="127.0.0.1:0", upstream=sink.endpoint

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 from test_gateway_support import agent_spans, export, scrape, value, wait_until
@@ -22,12 +21,6 @@ TOTAL_SPANS = 200_000
 EXPORTERS = 4
 LOOP_SPANS = len(agent_spans(loops=1, progresses=0))
 PROGRESS_SPANS = len(agent_spans(loops=0, progresses=1))
-
-
-@pytest.fixture
-def sink() -> Iterator[OtlpSink]:
-    with OtlpSink() as running:
-        yield running
 
 
 def verdicts(sink: OtlpSink) -> Counter[tuple[str, str]]:

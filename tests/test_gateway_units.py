@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,6 @@ from otel_stall.gateway.prometheus import render
 from otel_stall.gateway.sink import OtlpSink
 from otel_stall.otlp.encode import proto_to_json
 from otel_stall.replay import replay
-
-
-@pytest.fixture
-def sink() -> Iterator[OtlpSink]:
-    with OtlpSink() as running:
-        yield running
 
 
 def test_gateway_enriches_exactly_like_a_replay(tmp_path: Path, sink: OtlpSink) -> None:

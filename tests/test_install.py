@@ -16,7 +16,7 @@ from otlp_receiver import GrpcReceiver, HttpReceiver
 from stall_pipeline import STYLES, Agent, Call
 
 from otel_stall._env import ConfigError
-from otel_stall.install import install, otlp_exporter_from_env
+from otel_stall.installer import install, otlp_exporter_from_env
 from otel_stall.processor import StallSpanProcessor
 
 SEARCH = Call("search", {"q": 1}, {"r": 1})
@@ -134,7 +134,7 @@ def test_install_on_the_global_provider() -> None:
         """
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
-        import otel_stall.install as inst
+        import otel_stall as inst
 
         processor = inst.install()
         provider = trace.get_tracer_provider()
