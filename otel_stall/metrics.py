@@ -6,6 +6,8 @@ and several processes (or gateways) add up.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from opentelemetry import metrics
 
 from otel_stall._version import __version__
@@ -58,3 +60,18 @@ class StallMetrics:
     def record_run(self, report: RunReport) -> None:
         """Count one finished run."""
         self._runs.add(1, {Stall.VERDICT: report.verdict.value})
+
+    def record_report(self, report: RunReport) -> None:
+        """Count a whole finished run at once: its rows, findings and verdict.
+
+        Rows are added once per attribute combination rather than once per row,
+        which matters where whole traces are analysed at a time (the gateway).
+        """
+        rows = Counter((r.tool, r.repeat_of is not None, r.new_fact) for r in report.ledger)
+        for (tool, repeat, new_fact), count in rows.items():
+            self._tool_calls.add(
+                count, {GenAI.TOOL_NAME: tool, Names.REPEAT: repeat, Stall.NEW_FACT: new_fact}
+            )
+        for finding in report.findings:
+            self.record_finding(finding)
+        self.record_run(report)

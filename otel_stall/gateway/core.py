@@ -256,11 +256,7 @@ class Pipeline:
     def _count(self, result: TraceResult) -> None:
         metrics = self.stall_metrics
         for report in result.reports:
-            for row in report.ledger:
-                metrics.record_row(row)
-            for finding in report.findings:
-                metrics.record_finding(finding)
-            metrics.record_run(report)
+            metrics.record_report(report)
 
     # -- output ---------------------------------------------------------------------------
 

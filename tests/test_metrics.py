@@ -1,0 +1,54 @@
+"""The ``stall.*`` counters: per-row and whole-report recording agree."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from otel_stall.detector import detect
+from otel_stall.metrics import StallMetrics
+from otel_stall.records import ModelCall, RunReport, ToolCall
+
+Points = dict[tuple[str, frozenset[tuple[str, object]]], int]
+
+
+def _points(reader: InMemoryMetricReader) -> Points:
+    data = reader.get_metrics_data()
+    assert data is not None
+    out: Points = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    key = (metric.name, frozenset((point.attributes or {}).items()))
+                    out[key] = int(point.value)  # type: ignore[union-attr]
+    return out
+
+
+def _recorded(record: Callable[[StallMetrics, RunReport], None], report: RunReport) -> Points:
+    reader = InMemoryMetricReader()
+    record(StallMetrics(MeterProvider(metric_readers=[reader])), report)
+    return _points(reader)
+
+
+def _per_row(metrics: StallMetrics, report: RunReport) -> None:
+    for row in report.ledger:
+        metrics.record_row(row)
+    for finding in report.findings:
+        metrics.record_finding(finding)
+    metrics.record_run(report)
+
+
+@pytest.mark.parametrize("stem", ["loop", "progress", "poll_idempotent", "failures"])
+def test_record_report_matches_per_row_recording(
+    stem: str, trace_events: Callable[[str], list[ToolCall | ModelCall]]
+) -> None:
+    """Counting a finished run at once gives the same series and values as row by row."""
+    (report,) = detect(trace_events(stem))
+    batched = _recorded(StallMetrics.record_report, report)
+    assert batched == _recorded(_per_row, report)
+    calls = sum(v for (name, _), v in batched.items() if name == "stall.tool_calls")
+    assert calls == report.tool_calls
