@@ -5,7 +5,11 @@ different (no cache hits). In one process, side by side, it times:
 
   (a) the floor: ``orjson.loads`` of the arguments and of the result;
   (b) ``RunDetector.tool_call`` on the same two strings (normalise, hash three
-      digests, update the ledger and every rule).
+      digests, update the ledger and every rule), with a fresh policy (so a
+      fresh signer and empty payload caches) in every repeat: no cache hits;
+  (d) for information, the same calls again with a signer that has seen these
+      texts: what an agent stuck in a loop costs, as it re-sends identical
+      payload text (the signer's bounded cache of ``CACHE_ENTRIES`` texts).
 
 Two payload mixes: ``clean`` needs no normalisation beyond key order, and
 ``noisy`` carries what real tools return (a volatile ``request_id``, newlines
@@ -115,8 +119,8 @@ def canonical_floor(payloads: list[tuple[str, str, str]]) -> float:
     return time.perf_counter() - start
 
 
-def detector(payloads: list[tuple[str, str, str]]) -> float:
-    policy = StallPolicy()
+def detector(payloads: list[tuple[str, str, str]], policy: StallPolicy | None = None) -> float:
+    policy = policy or StallPolicy()  # a fresh one: its signer has empty caches
     run = RunDetector(policy)
     run.model_call(ModelCall())
     start = time.perf_counter()
@@ -138,12 +142,17 @@ def main(argv: list[str] | None = None) -> int:
         payloads = make_payloads(options.calls, noisy=mix == "noisy")
         args_size = sum(len(a) for _, a, _ in payloads) / len(payloads)
         result_size = sum(len(r) for _, _, r in payloads) / len(payloads)
-        floor = canon = cost = float("inf")
+        floor = canon = cost = again = float("inf")
+        warm = StallPolicy()
+        detector(payloads, warm)  # its signer has now seen every text
         for _ in range(options.repeats):  # interleaved, so drift hits all sides alike
             floor = min(floor, parse_only(payloads))
             canon = min(canon, canonical_floor(payloads))
             cost = min(cost, detector(payloads))
-        per_parse, per_canon, per_call = (t / len(payloads) * 1e6 for t in (floor, canon, cost))
+            again = min(again, detector(payloads, warm))
+        per_parse, per_canon, per_call, per_again = (
+            t / len(payloads) * 1e6 for t in (floor, canon, cost, again)
+        )
         ratio = per_call / per_parse
         worst_ratio = max(worst_ratio, ratio)
         print(
@@ -152,10 +161,12 @@ def main(argv: list[str] | None = None) -> int:
             f"         (c) parse+sort+hash     {per_canon:7.2f} us/call  "
             f"{per_canon / per_parse:5.2f}x (a)\n"
             f"         (b) RunDetector.tool_call {per_call:5.2f} us/call  "
-            f"{ratio:5.2f}x (a), adds {ratio - 1:5.2f}x  (target <= 2.00x)"
+            f"{ratio:5.2f}x (a), adds {ratio - 1:5.2f}x  (target <= 2.00x)\n"
+            f"         (d) same texts again    {per_again:7.2f} us/call  "
+            f"{per_again / per_parse:5.2f}x (a)  (info: a looping agent, signer cache hits)"
         )
     verdict = "OK" if worst_ratio <= 2.0 else "ABOVE TARGET"
-    print(f"worst ratio {worst_ratio:.2f}x: {verdict}")
+    print(f"worst ratio (b)/(a) {worst_ratio:.2f}x: {verdict}")
     return 0
 
 

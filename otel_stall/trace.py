@@ -27,12 +27,13 @@ from otel_stall.enrich import (
     tool_span_attributes,
 )
 from otel_stall.policy import StallPolicy
-from otel_stall.records import ABSENT, Finding, ModelCall, RunReport, ToolCall
+from otel_stall.records import ABSENT, Finding, ModelCall, RunReport, ToolCall, unfrozen_twin
 from otel_stall.signature import Digests
 
 _NESTED = "\x00nested"
 """Sentinel run for a tool span nested in another tool span (never a span id)."""
 _TOOL_FIRST = 0
+_TwinToolCall: Any = unfrozen_twin(ToolCall)
 _MODEL_NEXT = 1
 
 
@@ -87,16 +88,27 @@ class TraceAnalyzer:
         self._tools: dict[str, _Tool] = {}
         self._models: dict[str, ModelCall] = {}
         self._agents: dict[str, str | None] = {}
-        self._root: SpanRecord | None = None
+        self._root_id: str | None = None
+        """The earliest parentless span: only its id and times are kept, not the span."""
+        self._root_start = 0
+        self._root_end = 0
         self._ends: dict[str, int] = {}
 
     def add(self, span: SpanRecord) -> Role:
         """Take one span; payloads are hashed now and dropped, so memory stays small."""
         self.spans += 1
         span_id = span.span_id
-        self._parents[span_id] = span.parent_span_id or None
-        if not span.parent_span_id and (self._root is None or span.start_ns < self._root.start_ns):
-            self._root = span
+        parent = span.parent_span_id
+        if parent:
+            self._parents[span_id] = parent
+        else:
+            self._parents[span_id] = None
+            if self._root_id is None or span.start_ns < self._root_start:
+                self._root_id, self._root_start, self._root_end = (
+                    span_id,
+                    span.start_ns,
+                    span.end_ns,
+                )
         role = self.conventions.role(span.attributes)
         if role is Role.OTHER:
             return role
@@ -104,7 +116,23 @@ class TraceAnalyzer:
         if role is Role.TOOL:
             call = self.conventions.tool_call(span)
             digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
-            self._tools[span_id] = _Tool(replace(call, arguments=ABSENT, result=ABSENT), digests)
+            # The payload-free record, built directly: the payloads are hashed and dropped.
+            bare: ToolCall = _TwinToolCall(
+                call.tool,
+                ABSENT,
+                ABSENT,
+                call.status,
+                call.run_key,
+                call.seq,
+                call.call_id,
+                call.span_id,
+                call.start_ns,
+                call.end_ns,
+                call.exempt,
+                call.approval,
+            )
+            bare.__class__ = ToolCall
+            self._tools[span_id] = _Tool(bare, digests)
         elif role is Role.MODEL:
             self._models[span_id] = self.conventions.model_call(span)
         else:
@@ -130,9 +158,8 @@ class TraceAnalyzer:
             else:
                 key = (self._models[span_id].start_ns, _MODEL_NEXT, span_id)
             runs.setdefault(run, []).append(key)
-        root = self._root
         for run_span, keys in runs.items():
-            run_span_id = run_span if run_span is not None else (root.span_id if root else None)
+            run_span_id = run_span if run_span is not None else self._root_id
             self._detect(result, run_span, run_span_id, sorted(keys))
         return result
 
@@ -146,13 +173,17 @@ class TraceAnalyzer:
         run_key = (self.trace_id, agent_span)
         detector = RunDetector(self.policy, run_key)
         fired: list[tuple[int, Finding]] = []
+        tools, models = self._tools, self._models
         for time_ns, _, span_id in keys:
-            tool = self._tools.get(span_id)
+            tool = tools.get(span_id)
             if tool is None:
-                fired += ((time_ns, f) for f in detector.model_call(self._models[span_id]))
+                findings = detector.model_call(models[span_id])
             else:
-                obs = detector.tool_call(replace(tool.call, run_key=run_key), tool.digests)
-                fired += ((time_ns, f) for f in obs.findings)
+                # The record's own run key is left as the source gave it: the
+                # detector reads the run key from itself, never from the call.
+                findings = detector.tool_call(tool.call, tool.digests).findings
+            if findings:
+                fired += ((time_ns, f) for f in findings)
         end_ns = self._run_end(agent_span, keys)
         before = len(detector.findings)
         report = detector.finish()
@@ -179,8 +210,8 @@ class TraceAnalyzer:
     def _run_end(self, agent_span: str | None, keys: list[tuple[int, int, str]]) -> int:
         if agent_span is not None and agent_span in self._ends:
             return self._ends[agent_span]
-        if agent_span is None and self._root is not None:
-            return self._root.end_ns
+        if agent_span is None and self._root_id is not None:
+            return self._root_end
         return keys[-1][0] if keys else 0
 
     def _run_of(self, span_id: str) -> str | None:
