@@ -22,7 +22,8 @@ from opentelemetry import trace
 from otel_stall.records import ACTION_SEVERITY, Action, Finding, RunReport, Verdict
 
 if TYPE_CHECKING:
-    from otel_stall.processor import StallSpanProcessor, _Run
+    from otel_stall.processor import StallSpanProcessor
+    from otel_stall.runs import Run, RunTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +75,14 @@ class StallGuard:
 
     def __init__(self, processor: StallSpanProcessor) -> None:
         self._processor = processor
+        # Package-internal: the guard reads the very run state the processor writes.
+        self._runs: RunTable = processor._table
 
-    def _run(self) -> _Run | None:
+    def _run(self) -> Run | None:
         ctx = trace.get_current_span().get_span_context()
         if not ctx.is_valid:
             return None
-        return self._processor._run_for(ctx)
+        return self._runs.run_for(ctx)
 
     def before_call(self, tool: str, args: Any, *, exempt: bool = False) -> Refusal | None:
         """A :class:`Refusal` if ``tool(args)`` already ran in this run, else ``None``.

@@ -29,9 +29,14 @@ run, which is created only when a tool or model span needs it; so a trace with
 no agent activity costs one set test per span at start and at end, and one
 small dict entry for its root.
 
-Concurrency: one lock guards the table of runs and is held only for dict
-operations; each run has its own lock that serialises its detector. Hashing,
-downstream calls and user callbacks run outside every lock.
+Where a span belongs (open runs, ancestry, trace roots, and the TTL, run and
+span bounds) lives in :mod:`otel_stall.runs`; this module decides what a span
+means and what downstream sees. The table's hot members are bound as
+attributes here, so the split adds no call on the hot path.
+
+Concurrency: the run table's lock is held only for dict operations; each run
+has its own lock that serialises its detector. Hashing, downstream calls and
+user callbacks run outside every lock.
 """
 
 from __future__ import annotations
@@ -39,7 +44,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
@@ -65,6 +69,7 @@ from otel_stall.enrich import finding_event_attributes, run_span_attributes, too
 from otel_stall.metrics import StallMetrics
 from otel_stall.policy import StallPolicy
 from otel_stall.records import Finding, RunReport
+from otel_stall.runs import Node, Run, RunTable
 from otel_stall.settings import ProcessorSettings
 from otel_stall.spans import attribute_dict, copy_span, span_record
 from otel_stall.trace import agent_name
@@ -79,84 +84,6 @@ _OTHER: Final = Role.OTHER
 _TOOL: Final = Role.TOOL
 _MODEL: Final = Role.MODEL
 _AGENT: Final = Role.AGENT
-
-_TOUCH: Final = 1.0
-"""Seconds within which a run is not moved in the LRU order again (saves a lock)."""
-_ENDED_ROOTS: Final = 4096
-"""How many ended trace roots are remembered, so late spans do not reopen their trace."""
-
-
-class _Run:
-    """One run's live state: its detector, its run span and bookkeeping."""
-
-    __slots__ = (
-        "closed",
-        "detector",
-        "evicted",
-        "fired",
-        "key",
-        "last",
-        "lock",
-        "registered",
-        "report",
-        "run_key",
-        "span",
-        "span_id",
-        "trace_id",
-    )
-
-    def __init__(self, trace_id: int, span_id: int | None, span: Span | None) -> None:
-        self.trace_id = trace_id
-        self.span_id = span_id
-        """The agent span's id, or ``None`` when the trace is the run."""
-        self.key = (trace_id, span_id)
-        self.run_key = (
-            format(trace_id, "032x"),
-            None if span_id is None else format(span_id, "016x"),
-        )
-        """The same run key :class:`otel_stall.trace.TraceAnalyzer` uses."""
-        self.span = span
-        """The live run span (agent span or trace root) while it is open, if seen here."""
-        self.lock = threading.Lock()
-        self.detector: RunDetector | None = None
-        self.registered = False
-        self.evicted = False
-        """Removed from the table (ended or evicted); set under the table lock."""
-        self.closed = False
-        """The detector is finished; set under the run lock."""
-        self.last = 0.0
-        self.fired: list[tuple[int, Finding]] = []
-        """Every finding with the time it fired, to put on the run span's copy if missing."""
-        self.report: RunReport | None = None
-
-
-class _Node:
-    """The ancestry of one tracked open span: its run, and what its children inherit.
-
-    ``run`` ``None`` means the trace run. Nodes of plain spans are shared: a
-    plain span under a tracked parent stores its parent's ``child`` node, whose
-    own ``child`` is itself, so tracking it allocates nothing.
-    """
-
-    __slots__ = ("child", "nested", "owned", "role", "run")
-
-    def __init__(
-        self,
-        run: _Run | None,
-        nested: bool,
-        role: Role = _OTHER,
-        owned: _Run | None = None,
-        child: _Node | None = None,
-    ) -> None:
-        self.run = run
-        self.nested = nested
-        """Inside a tool span: the outer tool span is the call, this one is not."""
-        self.role = role
-        """The role the span had at its start."""
-        self.owned = owned
-        """The run this span is the run span of (agent spans)."""
-        self.child: _Node | None = self if role is _OTHER and owned is None else child
-        """What a plain child stores; ``None``: children need no entry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,13 +145,9 @@ class StallSpanProcessor(SpanProcessor):
         self._single = self._downstream[0] if len(self._downstream) == 1 else None
         """The one downstream processor, when there is one: the common case skips a loop."""
         self._metrics = StallMetrics(meter_provider)
-        self._clock = clock or time.monotonic
         self._enabled = settings.enabled
         self._redact = settings.redact
         self._live_events = settings.live_events
-        self._max_runs = settings.max_runs
-        self._ttl = float(settings.run_ttl_seconds)
-        self._max_spans = settings.max_tracked_spans
         self._role = self.conventions.role
         self._role_keys = ROLE_KEYS | {c.role_key for c in self.conventions.custom}
         self._signer = self.policy.signer
@@ -233,17 +156,21 @@ class StallSpanProcessor(SpanProcessor):
         }
         self._content_keys = CONTENT_KEYS | custom_payload
         """What redaction strips: the built-in payload keys and those of custom mappings."""
-        self._lock = threading.Lock()
-        self._runs: OrderedDict[tuple[int, int | None], _Run] = OrderedDict()
-        self._spans: dict[int, _Node] = {}
-        """Tracked open spans by span id."""
-        self._roots: dict[int, Span | _Run] = {}
-        """Open trace roots by trace id: the root span, or its trace run once created."""
-        self._ended: OrderedDict[int, None] = OrderedDict()
-        """Trace ids of recently ended roots (oldest first), bounded by ``_ENDED_ROOTS``."""
-        self._finished = 0
-        self._evicted = 0
-        self._forgotten = 0
+        table = RunTable(
+            max_runs=settings.max_runs,
+            ttl=float(settings.run_ttl_seconds),
+            max_spans=settings.max_tracked_spans,
+            clock=clock or time.monotonic,
+            on_evict=self._finish_evicted,
+        )
+        self._table: Final = table
+        """The run state; its hot members are bound below so the hot path calls them directly."""
+        self._spans: Final = table.spans
+        self._track: Final = table.track
+        self._root_started: Final = table.root_started
+        self._root_ended: Final = table.root_ended
+        self._use: Final = table.use
+        self._error_lock = threading.Lock()
         self._errors = 0
         self._error_kinds: set[str] = set()
         self._guard: StallGuard | None = None
@@ -267,27 +194,25 @@ class StallSpanProcessor(SpanProcessor):
     @property
     def active_runs(self) -> int:
         """Runs currently tracked."""
-        return len(self._runs)
+        return self._table.active_runs
 
     def stats(self) -> ProcessorStats:
         """Counts of tracked state, finished and evicted runs, and caught errors."""
-        with self._lock:
-            return ProcessorStats(
-                active_runs=len(self._runs),
-                tracked_spans=len(self._spans) + len(self._roots),
-                finished_runs=self._finished,
-                evicted_runs=self._evicted,
-                forgotten_spans=self._forgotten,
-                errors=self._errors,
-            )
+        active, tracked, finished, evicted, forgotten = self._table.counts()
+        with self._error_lock:
+            errors = self._errors
+        return ProcessorStats(
+            active_runs=active,
+            tracked_spans=tracked,
+            finished_runs=finished,
+            evicted_runs=evicted,
+            forgotten_spans=forgotten,
+            errors=errors,
+        )
 
     def evict_expired(self) -> int:
         """Finish runs idle for longer than the TTL now; returns how many."""
-        with self._lock:
-            evicted = self._pop_evictable(self._clock())
-        for run in evicted:
-            self._finish_evicted(run)
-        return len(evicted)
+        return self._table.evict_expired()
 
     # -- SpanProcessor -------------------------------------------------------
 
@@ -298,7 +223,7 @@ class StallSpanProcessor(SpanProcessor):
             # The hot path, inlined: most spans are plain spans outside any agent.
             try:
                 parent = span.parent
-                inherit: _Node | None = None
+                inherit: Node | None = None
                 if parent is None:
                     self._root_started(span)
                 elif self._spans:
@@ -393,14 +318,7 @@ class StallSpanProcessor(SpanProcessor):
     def shutdown(self) -> None:
         """Finish every tracked run (so their metrics are recorded), then shut downstream."""
         try:
-            with self._lock:
-                runs = list(self._runs.values())
-                self._runs.clear()
-                self._spans.clear()
-                self._roots.clear()
-                self._ended.clear()
-                for run in runs:
-                    run.evicted = True
+            runs = self._table.clear()
             for run in runs:
                 self._finish_evicted(run)
         except Exception as exc:
@@ -417,24 +335,8 @@ class StallSpanProcessor(SpanProcessor):
 
     # -- start ---------------------------------------------------------------
 
-    def _root_started(self, span: Span) -> None:
-        """Remember an open trace root: it becomes the run span if its trace run is created."""
-        ctx = span.context
-        if ctx is None:
-            return
-        roots = self._roots
-        roots[ctx.trace_id] = span
-        if len(roots) + len(self._spans) > self._max_spans:
-            self._forget_oldest_spans(roots)
-
-    def _track(self, span_id: int, node: _Node) -> None:
-        spans = self._spans
-        spans[span_id] = node
-        if len(spans) + len(self._roots) > self._max_spans:
-            self._forget_oldest_spans(spans)
-
     def _classified_start(
-        self, span: Span, attributes: Mapping[str, Any], inherit: _Node | None
+        self, span: Span, attributes: Mapping[str, Any], inherit: Node | None
     ) -> None:
         """A span that holds a role attribute at its start: track it by its role."""
         role = self._role(attributes)
@@ -445,16 +347,16 @@ class StallSpanProcessor(SpanProcessor):
         ctx = span.get_span_context()
         run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
         if role is _TOOL:
-            child = inherit if inherit is not None and nested else _Node(run, True)
-            self._track(ctx.span_id, _Node(run, nested, role, None, child))
+            child = inherit if inherit is not None and nested else Node(run, True)
+            self._track(ctx.span_id, Node(run, nested, role, None, child))
         elif role is _AGENT:
-            agent = _Run(ctx.trace_id, ctx.span_id, span)
-            self._track(ctx.span_id, _Node(run, nested, role, agent, _Node(agent, False)))
+            agent = Run(ctx.trace_id, ctx.span_id, span)
+            self._track(ctx.span_id, Node(run, nested, role, agent, Node(agent, False)))
         else:
-            self._track(ctx.span_id, _Node(run, nested, role, None, inherit))
+            self._track(ctx.span_id, Node(run, nested, role, None, inherit))
             self._model(span, run, ctx.trace_id)
 
-    def _model(self, span: ReadableSpan, run: _Run | None, trace_id: int) -> None:
+    def _model(self, span: ReadableSpan, run: Run | None, trace_id: int) -> None:
         """A model call opens a round at its start, as the batch analysis orders it."""
         run = self._use(run, trace_id)
         if run is None:
@@ -473,7 +375,7 @@ class StallSpanProcessor(SpanProcessor):
 
     # -- end -----------------------------------------------------------------
 
-    def _end(self, span: ReadableSpan, node: _Node | None) -> ReadableSpan:
+    def _end(self, span: ReadableSpan, node: Node | None) -> ReadableSpan:
         """A tracked or classified span ended: detect, and enrich its copy if needed."""
         ctx = span.context
         if ctx is None:
@@ -546,7 +448,7 @@ class StallSpanProcessor(SpanProcessor):
         span: ReadableSpan,
         ctx: SpanContext,
         attributes: dict[str, Any],
-        run: _Run | None,
+        run: Run | None,
     ) -> dict[str, Any] | None:
         """Feed one ended tool span to its run; the ``stall.*`` attributes for its copy."""
         run = self._use(run, ctx.trace_id)
@@ -581,33 +483,13 @@ class StallSpanProcessor(SpanProcessor):
             self._deliver(findings)
         return tool_span_attributes(row)
 
-    def _root_ended(self, trace_id: int) -> _Run | None:
-        """Forget an ended trace root; its trace run, if one was created."""
-        with self._lock:
-            found = self._roots.pop(trace_id, None)
-            ended = self._ended
-            ended[trace_id] = None
-            if len(ended) > _ENDED_ROOTS:
-                ended.popitem(last=False)
-            if isinstance(found, _Run):
-                return found
-            return self._runs.get((trace_id, None))
-
     def _run_ended(
-        self, span: ReadableSpan, owned: _Run, extra: dict[str, Any]
+        self, span: ReadableSpan, owned: Run, extra: dict[str, Any]
     ) -> list[Event] | None:
         """Close the run whose run span this is; returns the copy's events if it was used."""
         run = owned
-        if not run.registered:
-            # Never used (an agent span with no tool or model call): no lock.
-            run.evicted = True
-            if not run.registered:
-                return None
-        with self._lock:
-            if run.registered and self._runs.get(run.key) is run:
-                del self._runs[run.key]
-                self._finished += 1
-            run.evicted = True
+        if not self._table.end_run(run):
+            return None  # never used: an agent span with no tool or model call
         report, new = self._close(run, span, span.end_time or 0)
         run.span = None
         if report is None:
@@ -618,7 +500,7 @@ class StallSpanProcessor(SpanProcessor):
         return self._run_events(span, run)
 
     @staticmethod
-    def _run_events(span: ReadableSpan, run: _Run) -> list[Event]:
+    def _run_events(span: ReadableSpan, run: Run) -> list[Event]:
         """The span's events plus every finding of the run not already on it."""
         events = list(span.events)
         present = {
@@ -633,71 +515,9 @@ class StallSpanProcessor(SpanProcessor):
                 events.append(Event(_EVENT, finding_event_attributes(finding), when))
         return events
 
-    # -- runs ----------------------------------------------------------------
+    # -- detection -----------------------------------------------------------
 
-    def _use(self, run: _Run | None, trace_id: int) -> _Run | None:
-        """Resolve a run (``None``: the trace's run, created if needed), register and touch it."""
-        now = self._clock()
-        if run is None:
-            found = self._roots.get(trace_id)
-            run = found if isinstance(found, _Run) else self._runs.get((trace_id, None))
-        if run is not None and run.registered and not run.evicted and now - run.last < _TOUCH:
-            return run  # touched within the last second: the LRU order is still right
-        evicted: list[_Run] = []
-        with self._lock:
-            runs = self._runs
-            if run is None:
-                run = self._trace_run(trace_id)
-                if run is None:
-                    return None
-            if run.evicted:
-                return None
-            if run.registered:
-                runs.move_to_end(run.key)
-            else:
-                runs[run.key] = run
-                run.registered = True
-            run.last = now
-            first = next(iter(runs.values()))
-            if len(runs) > self._max_runs or now - first.last > self._ttl:
-                evicted = self._pop_evictable(now)
-        for old in evicted:
-            self._finish_evicted(old)
-        return None if run.evicted else run  # the bound may have evicted this very run
-
-    def _trace_run(self, trace_id: int) -> _Run | None:
-        """Under the table lock: the trace's run, created on first use; ``None`` if it ended."""
-        roots = self._roots
-        root = roots.get(trace_id)
-        if isinstance(root, _Run):
-            return root
-        run = self._runs.get((trace_id, None))
-        if run is None:
-            if root is None and trace_id in self._ended:
-                return None  # a span that ended after its trace's root: as after eviction
-            run = _Run(trace_id, None, root)
-        elif run.span is None:
-            run.span = root  # created by a remote-parented span before this root started
-        if root is not None:
-            roots[trace_id] = run
-        return run
-
-    def _pop_evictable(self, now: float) -> list[_Run]:
-        """Under the table lock: pop runs over the count bound or idle past the TTL."""
-        runs = self._runs
-        out: list[_Run] = []
-        deadline = now - self._ttl
-        while runs:
-            first = next(iter(runs.values()))
-            if len(runs) <= self._max_runs and first.last >= deadline:
-                break
-            runs.popitem(last=False)
-            first.evicted = True
-            out.append(first)
-        self._evicted += len(out)
-        return out
-
-    def _finish_evicted(self, run: _Run) -> None:
+    def _finish_evicted(self, run: Run) -> None:
         """Finish a run whose span did not end in time; its events go on the open span."""
         span = run.span
         now = span.end_time if span is not None and span.end_time else time.time_ns()
@@ -706,7 +526,7 @@ class StallSpanProcessor(SpanProcessor):
             self._deliver(new)
 
     def _close(
-        self, run: _Run, span: ReadableSpan | None, when: int
+        self, run: Run, span: ReadableSpan | None, when: int
     ) -> tuple[RunReport | None, tuple[Finding, ...]]:
         """Finish the detector once; the report and the findings fired by finishing."""
         with run.lock:
@@ -734,12 +554,12 @@ class StallSpanProcessor(SpanProcessor):
         self._metrics.record_run(report)
         return report, new
 
-    def _detector(self, run: _Run) -> RunDetector:
+    def _detector(self, run: Run) -> RunDetector:
         """Under the run lock: the run's detector, created on first use."""
         detector = run.detector = RunDetector(self.policy, run.run_key)
         return detector
 
-    def _fired(self, run: _Run, findings: Iterable[Finding], when: int) -> None:
+    def _fired(self, run: Run, findings: Iterable[Finding], when: int) -> None:
         """Under the run lock: remember findings, and add them to the run span if open."""
         span = run.span
         live = self._live_events and span is not None and span.is_recording()
@@ -762,48 +582,12 @@ class StallSpanProcessor(SpanProcessor):
                     if failure is not None:
                         raise failure from None
 
-    def _forget_oldest_spans(self, table: dict[int, Any]) -> None:
-        """Keep ancestry bounded: spans that never end must not leak.
-
-        Trims ``table`` (the one that just grew) first, oldest first, then the other.
-        """
-        with self._lock:
-            # Trim a little below the bound so a full map does not lock on every span.
-            limit = self._max_spans - self._max_spans // 16
-            other: dict[int, Any] = self._roots if table is self._spans else self._spans
-            for trimmed in (table, other):
-                excess = len(self._spans) + len(self._roots) - limit
-                while excess > 0 and trimmed:
-                    try:
-                        oldest = next(iter(trimmed))
-                    except StopIteration:
-                        break
-                    except RuntimeError:  # resized by another thread mid-iteration: retry
-                        continue
-                    if trimmed.pop(oldest, None) is not None:
-                        self._forgotten += 1
-                    excess -= 1
-
-    # -- lookups for the guard -----------------------------------------------
-
-    def _run_for(self, ctx: SpanContext) -> _Run | None:
-        """The run a call made inside the span ``ctx`` belongs to, if it has state."""
-        node = self._spans.get(ctx.span_id)
-        inherit = None if node is None else node.child
-        if inherit is not None and inherit.run is not None:
-            return inherit.run
-        with self._lock:
-            root = self._roots.get(ctx.trace_id)
-            if isinstance(root, _Run):
-                return root
-            return self._runs.get((ctx.trace_id, None))
-
     # -- errors --------------------------------------------------------------
 
     def _error(self, where: str, exc: Exception, *, reraise: bool = True) -> Exception | None:
         """Log once per kind and fail open; returns the error when it should surface."""
         kind = f"{where}: {type(exc).__name__}"
-        with self._lock:
+        with self._error_lock:
             self._errors += 1
             first = kind not in self._error_kinds
             self._error_kinds.add(kind)

@@ -1,0 +1,334 @@
+"""The live processor's shared state: open runs, span ancestry, and their bounds.
+
+:class:`otel_stall.processor.StallSpanProcessor` decides *what* a span means
+(its role, its call, its findings); this module remembers *where* it belongs.
+Keeping the two apart lets the table's locking and memory bounds be read and
+changed in one place, and gives :class:`otel_stall.guard.StallGuard` a narrow
+view of the run state instead of the processor's internals.
+
+:class:`RunTable` owns one lock, held only around its dict operations. It never
+touches a detector, a downstream processor or a user callback: a run evicted by
+the TTL or the ``max_runs`` bound is handed to the ``on_evict`` callback after
+the lock is released, and finishing it is the processor's business.
+
+The processor binds :attr:`RunTable.spans` and the hot methods
+(:meth:`RunTable.root_started`, :meth:`RunTable.track`) as its own attributes,
+so a non-tool span pays no extra call layer for the split. The table therefore
+never replaces those dicts: it only mutates them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Final
+
+from opentelemetry.sdk.trace import Span
+from opentelemetry.trace import SpanContext
+
+from otel_stall.conventions import Role
+from otel_stall.detector import RunDetector
+from otel_stall.records import Finding, RunReport
+
+_OTHER: Final = Role.OTHER
+
+TOUCH: Final = 1.0
+"""Seconds within which a run is not moved in the LRU order again (saves a lock)."""
+ENDED_ROOTS: Final = 4096
+"""How many ended trace roots are remembered, so late spans do not reopen their trace."""
+
+
+class Run:
+    """One run's live state: its detector, its run span and bookkeeping."""
+
+    __slots__ = (
+        "closed",
+        "detector",
+        "evicted",
+        "fired",
+        "key",
+        "last",
+        "lock",
+        "registered",
+        "report",
+        "run_key",
+        "span",
+        "span_id",
+        "trace_id",
+    )
+
+    def __init__(self, trace_id: int, span_id: int | None, span: Span | None) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        """The agent span's id, or ``None`` when the trace is the run."""
+        self.key = (trace_id, span_id)
+        self.run_key = (
+            format(trace_id, "032x"),
+            None if span_id is None else format(span_id, "016x"),
+        )
+        """The same run key :class:`otel_stall.trace.TraceAnalyzer` uses."""
+        self.span = span
+        """The live run span (agent span or trace root) while it is open, if seen here."""
+        self.lock = threading.Lock()
+        self.detector: RunDetector | None = None
+        self.registered = False
+        self.evicted = False
+        """Removed from the table (ended or evicted); set under the table lock."""
+        self.closed = False
+        """The detector is finished; set under the run lock."""
+        self.last = 0.0
+        self.fired: list[tuple[int, Finding]] = []
+        """Every finding with the time it fired, to put on the run span's copy if missing."""
+        self.report: RunReport | None = None
+
+
+class Node:
+    """The ancestry of one tracked open span: its run, and what its children inherit.
+
+    ``run`` ``None`` means the trace run. Nodes of plain spans are shared: a
+    plain span under a tracked parent stores its parent's ``child`` node, whose
+    own ``child`` is itself, so tracking it allocates nothing.
+    """
+
+    __slots__ = ("child", "nested", "owned", "role", "run")
+
+    def __init__(
+        self,
+        run: Run | None,
+        nested: bool,
+        role: Role = _OTHER,
+        owned: Run | None = None,
+        child: Node | None = None,
+    ) -> None:
+        self.run = run
+        self.nested = nested
+        """Inside a tool span: the outer tool span is the call, this one is not."""
+        self.role = role
+        """The role the span had at its start."""
+        self.owned = owned
+        """The run this span is the run span of (agent spans)."""
+        self.child: Node | None = self if role is _OTHER and owned is None else child
+        """What a plain child stores; ``None``: children need no entry."""
+
+
+class RunTable:
+    """The open runs (LRU order), the ancestry of open spans and the trace roots.
+
+    ``on_evict`` is called outside the lock, once for each run the TTL or the
+    ``max_runs`` bound removed, so the owner can finish its detector.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_runs: int,
+        ttl: float,
+        max_spans: int,
+        clock: Callable[[], float],
+        on_evict: Callable[[Run], None],
+    ) -> None:
+        self.max_runs = max_runs
+        self.ttl = ttl
+        self.max_spans = max_spans
+        self.clock = clock
+        self.on_evict = on_evict
+        self.lock = threading.Lock()
+        self.runs: OrderedDict[tuple[int, int | None], Run] = OrderedDict()
+        """Registered runs by key, least recently used first."""
+        self.spans: dict[int, Node] = {}
+        """Tracked open spans by span id."""
+        self.roots: dict[int, Span | Run] = {}
+        """Open trace roots by trace id: the root span, or its trace run once created."""
+        self.ended: OrderedDict[int, None] = OrderedDict()
+        """Trace ids of recently ended roots (oldest first), bounded by ``ENDED_ROOTS``."""
+        self.finished = 0
+        self.evicted = 0
+        self.forgotten = 0
+
+    # -- counts --------------------------------------------------------------
+
+    @property
+    def active_runs(self) -> int:
+        """Runs currently registered."""
+        return len(self.runs)
+
+    def counts(self) -> tuple[int, int, int, int, int]:
+        """One consistent snapshot: active runs, tracked spans, finished, evicted, forgotten."""
+        with self.lock:
+            return (
+                len(self.runs),
+                len(self.spans) + len(self.roots),
+                self.finished,
+                self.evicted,
+                self.forgotten,
+            )
+
+    # -- ancestry ------------------------------------------------------------
+
+    def root_started(self, span: Span) -> None:
+        """Remember an open trace root: it becomes the run span if its trace run is created."""
+        ctx = span.context
+        if ctx is None:
+            return
+        roots = self.roots
+        roots[ctx.trace_id] = span
+        if len(roots) + len(self.spans) > self.max_spans:
+            self._forget_oldest(roots)
+
+    def track(self, span_id: int, node: Node) -> None:
+        """Remember an open span's ancestry until it ends."""
+        spans = self.spans
+        spans[span_id] = node
+        if len(spans) + len(self.roots) > self.max_spans:
+            self._forget_oldest(spans)
+
+    def root_ended(self, trace_id: int) -> Run | None:
+        """Forget an ended trace root; its trace run, if one was created."""
+        with self.lock:
+            found = self.roots.pop(trace_id, None)
+            ended = self.ended
+            ended[trace_id] = None
+            if len(ended) > ENDED_ROOTS:
+                ended.popitem(last=False)
+            if isinstance(found, Run):
+                return found
+            return self.runs.get((trace_id, None))
+
+    def run_for(self, ctx: SpanContext) -> Run | None:
+        """The run a call made inside the span ``ctx`` belongs to, if it has state."""
+        node = self.spans.get(ctx.span_id)
+        inherit = None if node is None else node.child
+        if inherit is not None and inherit.run is not None:
+            return inherit.run
+        with self.lock:
+            root = self.roots.get(ctx.trace_id)
+            if isinstance(root, Run):
+                return root
+            return self.runs.get((ctx.trace_id, None))
+
+    def _forget_oldest(self, table: dict[int, Any]) -> None:
+        """Keep ancestry bounded: spans that never end must not leak.
+
+        Trims ``table`` (the one that just grew) first, oldest first, then the other.
+        """
+        with self.lock:
+            # Trim a little below the bound so a full map does not lock on every span.
+            limit = self.max_spans - self.max_spans // 16
+            other: dict[int, Any] = self.roots if table is self.spans else self.spans
+            for trimmed in (table, other):
+                excess = len(self.spans) + len(self.roots) - limit
+                while excess > 0 and trimmed:
+                    try:
+                        oldest = next(iter(trimmed))
+                    except StopIteration:
+                        break
+                    except RuntimeError:  # resized by another thread mid-iteration: retry
+                        continue
+                    if trimmed.pop(oldest, None) is not None:
+                        self.forgotten += 1
+                    excess -= 1
+
+    # -- runs ----------------------------------------------------------------
+
+    def use(self, run: Run | None, trace_id: int) -> Run | None:
+        """Resolve a run (``None``: the trace's run, created if needed), register and touch it.
+
+        ``None`` when the run already ended or was evicted (possibly by this very call).
+        """
+        now = self.clock()
+        if run is None:
+            found = self.roots.get(trace_id)
+            run = found if isinstance(found, Run) else self.runs.get((trace_id, None))
+        if run is not None and run.registered and not run.evicted and now - run.last < TOUCH:
+            return run  # touched within the last second: the LRU order is still right
+        evicted: list[Run] = []
+        with self.lock:
+            runs = self.runs
+            if run is None:
+                run = self._trace_run(trace_id)
+                if run is None:
+                    return None
+            if run.evicted:
+                return None
+            if run.registered:
+                runs.move_to_end(run.key)
+            else:
+                runs[run.key] = run
+                run.registered = True
+            run.last = now
+            first = next(iter(runs.values()))
+            if len(runs) > self.max_runs or now - first.last > self.ttl:
+                evicted = self._pop_evictable(now)
+        for old in evicted:
+            self.on_evict(old)
+        return None if run.evicted else run  # the bound may have evicted this very run
+
+    def end_run(self, run: Run) -> bool:
+        """Remove a run whose run span ended; false if it was never used (nothing to finish)."""
+        if not run.registered:
+            # Never used (an agent span with no tool or model call): no lock.
+            run.evicted = True
+            if not run.registered:
+                return False
+        with self.lock:
+            if run.registered and self.runs.get(run.key) is run:
+                del self.runs[run.key]
+                self.finished += 1
+            run.evicted = True
+        return True
+
+    def evict_expired(self) -> int:
+        """Evict runs idle for longer than the TTL now; returns how many."""
+        with self.lock:
+            evicted = self._pop_evictable(self.clock())
+        for run in evicted:
+            self.on_evict(run)
+        return len(evicted)
+
+    def clear(self) -> list[Run]:
+        """Forget everything; the runs that were registered, marked evicted, to finish."""
+        with self.lock:
+            runs = list(self.runs.values())
+            self.runs.clear()
+            self.spans.clear()
+            self.roots.clear()
+            self.ended.clear()
+            for run in runs:
+                run.evicted = True
+        return runs
+
+    def _trace_run(self, trace_id: int) -> Run | None:
+        """Under the lock: the trace's run, created on first use; ``None`` if it ended."""
+        roots = self.roots
+        root = roots.get(trace_id)
+        if isinstance(root, Run):
+            return root
+        run = self.runs.get((trace_id, None))
+        if run is None:
+            if root is None and trace_id in self.ended:
+                return None  # a span that ended after its trace's root: as after eviction
+            run = Run(trace_id, None, root)
+        elif run.span is None:
+            run.span = root  # created by a remote-parented span before this root started
+        if root is not None:
+            roots[trace_id] = run
+        return run
+
+    def _pop_evictable(self, now: float) -> list[Run]:
+        """Under the lock: pop runs over the count bound or idle past the TTL."""
+        runs = self.runs
+        out: list[Run] = []
+        deadline = now - self.ttl
+        while runs:
+            first = next(iter(runs.values()))
+            if len(runs) <= self.max_runs and first.last >= deadline:
+                break
+            runs.popitem(last=False)
+            first.evicted = True
+            out.append(first)
+        self.evicted += len(out)
+        return out
+
+
+__all__ = ["ENDED_ROOTS", "TOUCH", "Node", "Run", "RunTable"]
