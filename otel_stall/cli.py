@@ -45,6 +45,16 @@ class UsageError(Exception):
 # -- policy -------------------------------------------------------------------------
 
 
+def _toml_module() -> Any:
+    """The standard library's ``tomllib`` (3.11+), else its backport ``tomli``."""
+    for name in ("tomllib", "tomli"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
 def load_config(path: str) -> dict[str, Any]:
     """Read StallPolicy settings from a TOML or JSON file (a ``[policy]`` table is optional)."""
     try:
@@ -59,10 +69,9 @@ def load_config(path: str) -> dict[str, Any]:
         except ValueError as exc:
             raise UsageError(f"--config {path}: invalid JSON ({exc})") from None
     else:
-        try:
-            tomllib: Any = importlib.import_module("tomllib")
-        except ImportError:  # Python 3.10
-            raise UsageError(f"--config {path}: TOML needs Python 3.11+; use JSON") from None
+        tomllib = _toml_module()
+        if tomllib is None:
+            raise UsageError(f"--config {path}: TOML needs tomli on Python 3.10; use JSON")
         try:
             obj = tomllib.loads(data.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

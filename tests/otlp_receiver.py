@@ -11,6 +11,10 @@ Both are context managers; :meth:`OtlpReceiver.wait_for` blocks until a number
 of spans arrived (or a generous timeout passed) and :meth:`OtlpReceiver.spans`
 flattens what arrived into :class:`ReceivedSpan` values with plain Python
 attributes, so tests can compare without touching protobuf.
+
+The decoding here is deliberately independent of :mod:`otel_stall.otlp.decode`:
+an oracle that reused the package's own decoder could hide a symmetric bug in
+what the package encodes.
 """
 
 from __future__ import annotations

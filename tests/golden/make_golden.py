@@ -326,6 +326,14 @@ def _snake(value: Any) -> Any:
     return value
 
 
+
+def _gzip(data: bytes) -> bytes:
+    """Gzip with a fixed header: ``gzip.compress`` writes a different OS byte on 3.10."""
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as f:
+        f.write(data)
+    return out.getvalue()
+
 def build() -> dict[str, bytes]:
     """Every golden file, by relative path."""
     msgs = messages()
@@ -336,10 +344,10 @@ def build() -> dict[str, bytes]:
         "formats/otlp_pretty.json": pretty_document(msgs),
         "formats/otlp.binpb": binary,
         "formats/otlp_zstd_messages.binpb": length_prefixed(msgs, compress=True),
-        "formats/otlp.jsonl.gz": gzip.compress(jsonl, mtime=0),
+        "formats/otlp.jsonl.gz": _gzip(jsonl),
         "formats/otlp.binpb.zst": zstandard.ZstdCompressor(level=3).compress(binary),
         # Whole-file compression is found by magic bytes, not by the name.
-        "formats/gzip_without_extension.dat": gzip.compress(binary, mtime=0),
+        "formats/gzip_without_extension.dat": _gzip(binary),
         "tool_calls/researcher.jsonl": tool_calls(),
     }
     files.update({f"hostile/{name}": data for name, data in hostile(msgs).items()})
