@@ -326,13 +326,13 @@ def _snake(value: Any) -> Any:
     return value
 
 
-
 def _gzip(data: bytes) -> bytes:
     """Gzip with a fixed header: ``gzip.compress`` writes a different OS byte on 3.10."""
     out = io.BytesIO()
     with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as f:
         f.write(data)
     return out.getvalue()
+
 
 def build() -> dict[str, bytes]:
     """Every golden file, by relative path."""
