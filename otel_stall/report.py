@@ -158,6 +158,24 @@ def _ledger_table(rows: Iterable[LedgerRow]) -> Table:
     return table
 
 
+def condensed(findings: Iterable[Finding]) -> list[tuple[Finding, int]]:
+    """One line per kind, action and signature: the latest finding and how often it fired.
+
+    A looping call is refused again on every repeat; listing each refusal in a
+    report for people buries the other findings. JSON keeps every finding.
+    """
+    lines: dict[tuple[str, str, str], tuple[Finding, int]] = {}
+    for finding in findings:
+        key = (finding.kind.value, finding.action.value, finding.signature)
+        seen = lines.get(key)
+        lines[key] = (finding, 1 if seen is None else seen[1] + 1)
+    return list(lines.values())
+
+
+def _fired(times: int) -> str:
+    return f", fired {times} times" if times > 1 else ""
+
+
 def _run_block(report: RunReport) -> Panel:
     verdict = report.verdict
     head = Text()
@@ -170,13 +188,13 @@ def _run_block(report: RunReport) -> Panel:
     parts: list[Any] = [head]
     if report.findings:
         findings = Text()
-        for f in report.findings:
+        for f, times in condensed(report.findings):
             findings.append("\n")
             findings.append(f"{f.kind.value}", style="bold")
             findings.append(f" -> {f.action.value}", style=_ACTION_STYLE.get(f.action.value, ""))
             findings.append(
                 f"  {f.tool} x{f.count} (seq {f.first_seq}..{f.seq}, round {f.round}, "
-                f"signature {f.signature[:12]})\n    {f.message}"
+                f"signature {f.signature[:12]}){_fired(times)}\n    {f.message}"
             )
         parts.append(findings)
     if report.ledger:
@@ -228,10 +246,11 @@ def render_markdown(result: ReplayResult) -> str:
         ]
         if report.findings:
             lines += ["### Findings", ""]
-            for f in report.findings:
+            for f, times in condensed(report.findings):
                 lines.append(
                     f"- `{f.kind.value}` → **{f.action.value}**: `{_md(f.tool)}` x{f.count} "
-                    f"(seq {f.first_seq}-{f.seq}, round {f.round}): {_md(f.message)}"
+                    f"(seq {f.first_seq}-{f.seq}, round {f.round}){_fired(times)}: "
+                    f"{_md(f.message)}"
                 )
             lines.append("")
         if report.ledger:
