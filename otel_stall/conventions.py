@@ -292,6 +292,18 @@ class Conventions:
         return None
 
 
+def is_agent_span_name(name: str) -> bool:
+    """Whether a span is named as the GenAI conventions name agent spans.
+
+    ``invoke_agent {gen_ai.agent.name}`` (or bare ``invoke_agent``) marks a run
+    even before its attributes are set: Google ADK sets them just after the
+    span starts, too late for ``on_start``. The live processor and the batch
+    analysis both apply this rule, so they agree on where runs begin.
+    """
+    op = Op.INVOKE_AGENT
+    return name.startswith(op) and (len(name) == len(op) or name[len(op)] == " ")
+
+
 def _first(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     for key in keys:
         value = attributes.get(key)
@@ -311,4 +323,12 @@ def _name_from_span(name: str) -> str:
     return tail.strip() or head
 
 
-__all__ = ["CONTENT_KEYS", "ROLE_KEYS", "Conventions", "CustomConvention", "Role", "SpanRecord"]
+__all__ = [
+    "CONTENT_KEYS",
+    "ROLE_KEYS",
+    "Conventions",
+    "CustomConvention",
+    "Role",
+    "SpanRecord",
+    "is_agent_span_name",
+]

@@ -63,6 +63,7 @@ from otel_stall.conventions import (
     Conventions,
     Role,
     SpanRecord,
+    is_agent_span_name,
 )
 from otel_stall.detector import RunDetector
 from otel_stall.enrich import finding_event_attributes, run_span_attributes, tool_span_attributes
@@ -84,6 +85,7 @@ _OTHER: Final = Role.OTHER
 _TOOL: Final = Role.TOOL
 _MODEL: Final = Role.MODEL
 _AGENT: Final = Role.AGENT
+_AGENT_NAME: Final = "invoke_agent"
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +241,8 @@ class StallSpanProcessor(SpanProcessor):
                     pass
                 if not self._role_keys.isdisjoint(attributes):  # type: ignore[arg-type]
                     self._classified_start(span, attributes, inherit)  # type: ignore[arg-type]
+                elif span.name.startswith(_AGENT_NAME) and is_agent_span_name(span.name):
+                    self._classified_start(span, attributes, inherit, _AGENT)  # type: ignore[arg-type]
                 elif inherit is not None:
                     self._track(span.get_span_context().span_id, inherit)
             except Exception as exc:
@@ -336,10 +340,17 @@ class StallSpanProcessor(SpanProcessor):
     # -- start ---------------------------------------------------------------
 
     def _classified_start(
-        self, span: Span, attributes: Mapping[str, Any], inherit: Node | None
+        self,
+        span: Span,
+        attributes: Mapping[str, Any],
+        inherit: Node | None,
+        role: Role | None = None,
     ) -> None:
-        """A span that holds a role attribute at its start: track it by its role."""
-        role = self._role(attributes)
+        """A span that holds a role attribute (or an agent's name) at its start: track it."""
+        if role is None:
+            role = self._role(attributes)
+            if role is _OTHER and is_agent_span_name(span.name):
+                role = _AGENT
         if role is _OTHER:
             if inherit is not None:
                 self._track(span.get_span_context().span_id, inherit)

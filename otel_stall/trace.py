@@ -18,7 +18,7 @@ from typing import Any
 from otel_stall.attributes import GenAIAttributes as GenAI
 from otel_stall.attributes import StallEventAttributes
 from otel_stall.attributes import TraceloopAttributes as TL
-from otel_stall.conventions import Conventions, Role, SpanRecord
+from otel_stall.conventions import Conventions, Role, SpanRecord, is_agent_span_name
 from otel_stall.detector import RunDetector
 from otel_stall.enrich import (
     AttributeValue,
@@ -111,7 +111,9 @@ class TraceAnalyzer:
                 )
         role = self.conventions.role(span.attributes)
         if role is Role.OTHER:
-            return role
+            if not is_agent_span_name(span.name):
+                return role
+            role = Role.AGENT
         self._roles[span_id] = role
         if role is Role.TOOL:
             call = self.conventions.tool_call(span)
