@@ -201,8 +201,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- responses -----------------------------------------------------------
 
-    def _reply(self, status: int, body: bytes, content_type: str, close: bool = False) -> None:
+    def _reply(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str,
+        close: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         if close:
@@ -226,19 +235,18 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             body = status_pb2.Status(code=grpc_code, message=message).SerializeToString()
             content_type = "application/x-protobuf"
-        self.send_response(http_status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        if close:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        self.wfile.write(body)
+        self._reply(http_status, body, content_type, close, headers)
 
-    def _reject(self, reason: str, http_status: int, grpc_code: int, message: str, json: bool,
-                close: bool = False, headers: dict[str, str] | None = None) -> None:  # fmt: skip
+    def _reject(
+        self,
+        reason: str,
+        http_status: int,
+        grpc_code: int,
+        message: str,
+        json: bool,
+        close: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.pipeline.metrics.rejected("http", reason)
         self._status(http_status, grpc_code, message, json, close, headers)
 
