@@ -39,7 +39,9 @@ from otel_stall.attributes import (
 from otel_stall.attributes import (
     TraceloopAttributes as TL,
 )
-from otel_stall.records import ABSENT, ModelCall, RunKey, Status, ToolCall
+from otel_stall.records import ABSENT, ModelCall, RunKey, Status, ToolCall, unfrozen_twin
+
+_TwinToolCall: Final[Any] = unfrozen_twin(ToolCall)
 
 STATUS_UNSET: Final = 0
 STATUS_OK: Final = 1
@@ -231,25 +233,69 @@ class Conventions:
 
     def tool_call(self, span: SpanRecord, run_key: RunKey = None) -> ToolCall:
         """The :class:`ToolCall` a tool span describes."""
-        attrs = span.attributes
-        custom = self._custom_for(attrs)
-        name_keys = (*custom.tool_name_keys, *_TOOL_NAME_KEYS) if custom else _TOOL_NAME_KEYS
-        args_keys = (*custom.arguments_keys, *_ARGUMENT_KEYS) if custom else _ARGUMENT_KEYS
-        result_keys = (*custom.result_keys, *_RESULT_KEYS) if custom else _RESULT_KEYS
-        call_id = attrs.get(GenAI.TOOL_CALL_ID)
-        return ToolCall(
-            tool=_first_text(attrs, name_keys) or _name_from_span(span.name),
-            arguments=_first(attrs, args_keys),
-            result=_first(attrs, result_keys),
-            status=self.status(span),
-            run_key=run_key,
-            call_id=None if call_id is None else str(call_id),
-            span_id=span.span_id,
-            start_ns=span.start_ns,
-            end_ns=span.end_ns,
-            exempt=attrs.get(Stall.TOOL_EXEMPT) is True,
-            approval=attrs.get(Stall.TOOL_APPROVAL) is True,
+        return self.tool_call_from(
+            span.attributes,
+            span.name,
+            span.span_id,
+            span.start_ns,
+            span.end_ns,
+            span.status_code,
+            run_key,
         )
+
+    def tool_call_from(
+        self,
+        attrs: Mapping[str, Any],
+        name: str,
+        span_id: str | None,
+        start_ns: int,
+        end_ns: int,
+        status_code: int,
+        run_key: RunKey = None,
+    ) -> ToolCall:
+        """:meth:`tool_call` from a span's parts, for callers that hold them already.
+
+        The live processor calls this once per tool span; skipping the
+        :class:`SpanRecord` and building the frozen record through its twin
+        (positional slot stores) makes it a fraction of a microsecond.
+        """
+        get = attrs.get
+        if self.custom and (custom := self._custom_for(attrs)) is not None:
+            name_keys = (*custom.tool_name_keys, *_TOOL_NAME_KEYS)
+            args_keys = (*custom.arguments_keys, *_ARGUMENT_KEYS)
+            result_keys = (*custom.result_keys, *_RESULT_KEYS)
+            tool = _first_text(attrs, name_keys)
+            arguments = _first(attrs, args_keys)
+            result = _first(attrs, result_keys)
+        else:
+            tool = get(GenAI.TOOL_NAME)  # the common case first: one lookup each
+            if tool is None:
+                tool = _first_text(attrs, _TOOL_NAME_KEYS)
+            elif type(tool) is not str:
+                tool = str(tool)
+            arguments = get(GenAI.TOOL_CALL_ARGUMENTS)
+            if arguments is None:
+                arguments = _first(attrs, _ARGUMENT_KEYS)
+            result = get(GenAI.TOOL_CALL_RESULT)
+            if result is None:
+                result = _first(attrs, _RESULT_KEYS)
+        call_id = get(GenAI.TOOL_CALL_ID)
+        call: ToolCall = _TwinToolCall(
+            tool or _name_from_span(name),
+            arguments,
+            result,
+            self._status(attrs, status_code),
+            run_key,
+            None,
+            None if call_id is None else str(call_id),
+            span_id,
+            start_ns,
+            end_ns,
+            get(Stall.TOOL_EXEMPT) is True,
+            get(Stall.TOOL_APPROVAL) is True,
+        )
+        call.__class__ = ToolCall
+        return call
 
     @staticmethod
     def model_call(span: SpanRecord, run_key: RunKey = None) -> ModelCall:
@@ -266,7 +312,9 @@ class Conventions:
 
     def status(self, span: SpanRecord) -> Status:
         """Refused, overloaded, error or ok, from the span status and error attributes."""
-        attrs = span.attributes
+        return self._status(span.attributes, span.status_code)
+
+    def _status(self, attrs: Mapping[str, Any], status_code: int) -> Status:
         if attrs.get(Stall.REFUSED) is True:
             return Status.REFUSED
         error_type = attrs.get(Err.ERROR_TYPE)
@@ -281,7 +329,7 @@ class Conventions:
             return Status.OVERLOADED
         if attrs.get(Err.RPC_GRPC_STATUS_CODE) in _OVERLOADED_GRPC:
             return Status.OVERLOADED
-        if span.status_code == STATUS_ERROR or error_type is not None:
+        if status_code == STATUS_ERROR or error_type is not None:
             return Status.ERROR
         return Status.OK
 
