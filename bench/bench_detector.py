@@ -13,8 +13,12 @@ different (no cache hits). In one process, side by side, it times:
 
 Two payload mixes: ``clean`` needs no normalisation beyond key order, and
 ``noisy`` carries what real tools return (a volatile ``request_id``, newlines
-in snippets, a temp path), which takes the Python walk. Target: (b) <= 2x (a).
-Best of several interleaved repeats, to damp the noise of a shared machine.
+in snippets, a temp path), which takes the Python walk.
+
+Target: "the detector adds at most 2x the parse cost". Both readings are
+printed: the strict one, (b) <= 2x (a) in total, and the literal one, where
+what (b) adds over (a) is <= 2x (a), that is (b) <= 3x (a). Best of several
+interleaved repeats, to damp the noise of a shared machine.
 """
 
 from __future__ import annotations
@@ -161,12 +165,17 @@ def main(argv: list[str] | None = None) -> int:
             f"         (c) parse+sort+hash     {per_canon:7.2f} us/call  "
             f"{per_canon / per_parse:5.2f}x (a)\n"
             f"         (b) RunDetector.tool_call {per_call:5.2f} us/call  "
-            f"{ratio:5.2f}x (a), adds {ratio - 1:5.2f}x  (target <= 2.00x)\n"
+            f"{ratio:5.2f}x (a) (strict target <= 2.00x), "
+            f"adds {ratio - 1:5.2f}x (a) (target <= 2.00x)\n"
             f"         (d) same texts again    {per_again:7.2f} us/call  "
             f"{per_again / per_parse:5.2f}x (a)  (info: a looping agent, signer cache hits)"
         )
-    verdict = "OK" if worst_ratio <= 2.0 else "ABOVE TARGET"
-    print(f"worst ratio (b)/(a) {worst_ratio:.2f}x: {verdict}")
+    strict = "OK" if worst_ratio <= 2.0 else "ABOVE TARGET"
+    adds = "OK" if worst_ratio - 1 <= 2.0 else "ABOVE TARGET"
+    print(
+        f"worst (b)/(a) {worst_ratio:.2f}x: {strict} (strict, <= 2x); "
+        f"adds {worst_ratio - 1:.2f}x: {adds} (<= 2x added, total <= 3x)"
+    )
     return 0
 
 

@@ -158,6 +158,7 @@ class RunDetector:
     _tuned_for: StallPolicy | None = field(default=None, init=False, repr=False)
     _tool_info: dict[str, _ToolInfo] = field(default_factory=dict, init=False, repr=False)
     _run_mode: bool = field(default=True, init=False, repr=False)
+    _call_limit: int | None = field(default=None, init=False, repr=False)
 
     # -- feeding -------------------------------------------------------------
 
@@ -256,7 +257,10 @@ class RunDetector:
         elif status is _ERROR or status is _OVERLOADED:
             self._failure(call, digests, seq, findings)
         if status is not _REFUSED:
-            self._budget(status, current, seq, call, digests, findings)
+            if status is _OVERLOADED or self._call_limit is not None:
+                self._budget(status, current, seq, call, digests, findings)
+            else:  # what _budget does for a call that ran, with no call budget
+                self._budget_calls += 1
 
         action = state
         if findings:
@@ -310,6 +314,7 @@ class RunDetector:
         self._tuned_for = policy
         self._tool_info = {}
         self._run_mode = policy.duplicate_mode is DuplicateMode.RUN
+        self._call_limit = policy.max_tool_calls
 
     def check_call(
         self, tool: str, arguments: Any, *, exempt: bool = False, approval: bool = False

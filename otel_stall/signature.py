@@ -9,8 +9,13 @@ timestamps inside string values is an option that is off by default: an id
 in a value is often the very thing that makes two calls different.
 
 The fast path parses JSON and re-serialises it with sorted keys in C (orjson),
-then scans the compact bytes once for anything that needs the Python walk.
-Most payloads never take the walk.
+then scans the compact bytes for anything that needs the Python walk: one
+folded copy (ASCII lower-cased, quotes read as spaces) and three regex scans
+that each start only at a space, a slash or a colon. Most payloads never take
+the walk. Each scan still costs about a third of the parse: the scans, not
+the hashing, are most of what the fast path adds. Rewriting the bytes instead
+of walking (collapsing whitespace, cutting volatile members out) was measured
+and dropped: in CPython's regex engine it cost as much as the walk it saved.
 """
 
 from __future__ import annotations
@@ -133,6 +138,8 @@ def _temp_dir_patterns() -> re.Pattern[str]:
 
 _TMP_DIR = _temp_dir_patterns()
 
+_LOCAL_TEMP_TEXT: Final = _local_temp_dir().lower()
+
 # Bytes in compact JSON that mean a string may need canonicalising. A false
 # alarm costs only the slower walk; a miss would make the two paths disagree.
 _UNICODE_SPACES: Final = (
@@ -143,31 +150,64 @@ _UNICODE_SPACES: Final = (
     b"\xe3\x80\x80",
 )
 """U+0085, U+00A0, U+1680, U+205F and U+3000 in UTF-8: whitespace to ``str.split``."""
-_QUOTE_AS_SPACE: Final = bytes.maketrans(b'"', b" ")
+_E2_SPACE: Final = re.compile(rb"\xe2\x80[\x80-\x8a\xa8\xa9\xaf]")
+"""U+2000-U+200A, U+2028, U+2029 and U+202F, among the common U+20xx punctuation."""
+_FOLDS_TO_ASCII: Final = (b"\xc4\xb0", b"\xe2\x84\xaa")
+"""U+0130 and U+212A (Kelvin): the only non-ASCII characters that ``str.lower`` maps to ASCII.
+
+A key holding one can lower-case to a volatile key name that the ASCII-only
+byte patterns do not see, so such payloads take the walk.
+"""
+_SCRUB_HINT: Final = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-|\d{4}-\d{2}-\d{2}[T ]\d{2}:")
+
+_FOLD: Final = bytes.maketrans(b'"ABCDEFGHIJKLMNOPQRSTUVWXYZ', b" abcdefghijklmnopqrstuvwxyz")
+"""One pass that lower-cases ASCII and reads quotes as spaces, for all the scans at once.
+
+A quote read as a space lets one search for two spaces find a double space,
+a space after an opening quote and one before a closing quote (compact JSON
+has no other spaces); a key reads as `` name :``.
+"""
 _TWO_SPACES: Final = re.compile(b"  ")
 """A compiled literal: faster than ``b"  " in blob`` on text full of single spaces."""
 _ESCAPE: Final = re.compile(rb"\\[ntrfbu\\]")
 """Escaped whitespace, control characters and backslashes (an escaped quote needs nothing)."""
-_E2_SPACE: Final = re.compile(rb"\xe2\x80[\x80-\x8a\xa8\xa9\xaf]")
-"""U+2000-U+200A, U+2028, U+2029 and U+202F, among the common U+20xx punctuation."""
-_SCRUB_HINT: Final = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-|\d{4}-\d{2}-\d{2}[T ]\d{2}:")
+_ESCAPED_QUOTE: Final = re.compile(rb'\\"')
+"""Compiled: a regex that starts with a backslash skips from one to the next, unlike ``in``."""
 
 
-def _path_hint() -> re.Pattern[bytes]:
-    """Temp-directory markers in lower-cased bytes, this machine's temp dir included.
+def _local_temp_hint() -> tuple[bytes | None, int]:
+    """The local temp dir as a folded-bytes pattern, if the common markers miss it.
 
-    Each alternative but the last starts with ``/``, which the regex engine
-    looks for first: it is tried at each slash, not at every byte.
+    Every temp root ends in ``/tmp``, ``/Temp`` or ``/T`` followed by a slash
+    or the end of the string, and a temp name follows ``$TMPDIR/``. This
+    machine's temp dir is one more root; one without those markers is looked
+    for as it is, and then only ASCII payloads can rely on the hint (the walk
+    matches the root ignoring case with Unicode folds, a long s for ``s``,
+    that bytes do not see), or none at all if the root itself is not ASCII.
     """
-    pattern = rb"/(?:tmp|var/folders/|appdata/)"
-    here = _local_temp_dir().lower()
-    if here and "/tmp" not in here:
-        pattern += b"|" + re.escape(here.encode("utf-8", "surrogateescape"))
-    return re.compile(pattern)
+    here = _local_temp_dir()
+    if not here or here in ("/tmp", "/var/tmp"):
+        return None, _TRUST_ALWAYS
+    if not here.isascii() or '"' in here or "\\" in here:
+        return None, _TRUST_NEVER
+    folded = here.encode().translate(_FOLD)
+    if _TEMP_SCAN.search(folded + b"/") and _TEMP_SCAN.search(folded + b" "):
+        return None, _TRUST_ALWAYS
+    return re.escape(folded), _TRUST_ASCII
 
 
-_PATH_HINT: Final = _path_hint()
-_LOCAL_TEMP_TEXT: Final = _local_temp_dir().lower()
+_TRUST_ALWAYS: Final = 0
+_TRUST_ASCII: Final = 1
+_TRUST_NEVER: Final = 2
+_TEMP_SCAN: Final = re.compile(rb"/t(?:mp|emp|[/ ])")
+"""A temp root's end in folded bytes, tried at each slash (a string's end ``/T"`` reads ``/t ``)."""
+_TEMP_NAME: Final = b"$TMPDIR/"
+_TEMP_MARK: Final = re.compile(r"/t(?:mp|emp|/|$)|\$tmpdir/")
+"""The same markers in lower-cased text: without one, the temp regexes cannot match."""
+_LOCAL_TEMP_TEXT_HINT, _TEMP_TRUST = _local_temp_hint()
+_LOCAL_TEMP_SCAN: Final = (
+    None if _LOCAL_TEMP_TEXT_HINT is None else re.compile(_LOCAL_TEMP_TEXT_HINT)
+)
 
 
 def _glob_to_bytes_regex(pattern: str) -> bytes:
@@ -197,6 +237,8 @@ class Normaliser:
     _exact: frozenset[str] = field(init=False, repr=False, compare=False)
     _globs: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _keys: re.Pattern[bytes] | None = field(init=False, repr=False, compare=False)
+    """Finds a volatile key in a payload's bytes, folded or lower-cased (``_keys_folded``)."""
+    _keys_folded: bool = field(init=False, repr=False, compare=False)
     _volatile: dict[str, bool] = field(init=False, repr=False, compare=False)
     """Key -> dropped? Keys repeat across payloads; bounded, and safe to share between threads."""
 
@@ -204,22 +246,30 @@ class Normaliser:
         keys = tuple(k.lower() for k in self.volatile_keys)
         globs = tuple(k for k in keys if any(c in k for c in "*?["))
         exact = frozenset(k for k in keys if k not in globs)
-        object.__setattr__(self, "_exact", exact)
-        object.__setattr__(self, "_volatile", {})
-        object.__setattr__(self, "_globs", globs)
-        # One regex over the lower-cased bytes finds any volatile key: it starts
-        # with a quote, so it is tried at each string only, not at every byte.
+        set_ = object.__setattr__
+        set_(self, "_exact", exact)
+        set_(self, "_volatile", {})
+        set_(self, "_globs", globs)
+        names = [k.encode() for k in sorted(exact) if _plain_key(k)]
+        if not globs and names and len(names) == len(exact):
+            # Plain names: found in the folded bytes, where ``"ts":`` reads
+            # `` ts :``, by a regex tried at each colon only.
+            set_(self, "_keys", _key_scan(names))
+            set_(self, "_keys_folded", True)
+            return
+        # Patterns: one regex over the lower-cased bytes finds any of them,
+        # tried at each quote. Character classes and case folding beyond
+        # ASCII, which bytes cannot do, match any key: objects always walk.
         patterns = [re.escape(orjson.dumps(k)[1:-1]) for k in sorted(exact)]
         patterns += [_glob_to_bytes_regex(g) for g in globs if "[" not in g]
         if any("[" in g for g in globs) or not all(k.isascii() for k in keys):
-            # Character classes, and case folding beyond ASCII, which bytes
-            # cannot do: any object may hold such a key, so objects always walk.
             pattern: bytes | None = b'":'
         elif patterns:
             pattern = b'"(?:' + b"|".join(patterns) + b')":'
         else:
             pattern = None
-        object.__setattr__(self, "_keys", None if pattern is None else re.compile(pattern))
+        set_(self, "_keys", None if pattern is None else re.compile(pattern))
+        set_(self, "_keys_folded", False)
 
     # -- public API ----------------------------------------------------------
 
@@ -230,21 +280,29 @@ class Normaliser:
         """
         if value is ABSENT:
             return None, Content.ABSENT
-        value = self._decode(value)
-        if value is _TOO_DEEP:
-            return None, Content.UNKNOWN
+        if type(value) is str:  # _decode's common case, inline
+            try:
+                value = _loads(value)
+            except orjson.JSONDecodeError as exc:
+                if exc.msg.startswith("depth limit"):
+                    return None, Content.UNKNOWN
+        else:
+            value = self._decode(value)
+            if value is _TOO_DEEP:
+                return None, Content.UNKNOWN
         # The fast path. Without OPT_NON_STR_KEYS, which costs half as much again:
         # a key that is not a string fails here and takes the walk, which converts it.
         try:
             blob: bytes | None = _dumps(value, option=_SORT_STR_KEYS)
         except (TypeError, orjson.JSONEncodeError):
             blob = None
-        if blob is None or self._needs_walk(blob):
-            try:
-                value = self.normalise(value)
-                blob = orjson.dumps(value, option=_SORT)
-            except (RecursionError, TypeError, ValueError, orjson.JSONEncodeError):
-                return None, Content.UNKNOWN
+        if blob is not None and not self._needs_walk(blob):
+            return blob, Content.EMPTY if is_empty(value) else Content.PRESENT
+        try:
+            value = self.normalise(value)
+            blob = orjson.dumps(value, option=_SORT)
+        except (RecursionError, TypeError, ValueError, orjson.JSONEncodeError):
+            return None, Content.UNKNOWN
         return blob, Content.EMPTY if is_empty(value) else Content.PRESENT
 
     def normalise(self, value: Any, _depth: int = 0) -> Any:
@@ -299,15 +357,24 @@ class Normaliser:
             if depth > MAX_DEPTH:
                 raise RecursionError("value nested deeper than MAX_DEPTH")
             if kind is str:
-                # The whitespace step inline; the rest only for text that can hold a path.
+                # The whitespace step inline; the rest only for text that may hold a
+                # temp dir (the tests of _paths_and_values, which leaves the rest alone).
                 collapsed = " ".join(v.split())
                 out[key] = (
                     collapsed
-                    if plain and "/" not in collapsed and "\\" not in collapsed
+                    if plain
+                    and "\\" not in collapsed
+                    and ("/" not in collapsed or _no_temp_dir(collapsed.lower()))
                     else text(collapsed)
                 )
             elif (kind is int and _INT_MIN <= v < _INT_END) or v is None or kind is bool:
                 out[key] = v
+            elif kind is float:
+                out[key] = v if math.isfinite(v) else None
+            elif kind is dict:  # what normalise does, one call fewer
+                out[key] = self._dict(v, depth + 1)
+            elif kind is list:
+                out[key] = self._list(v, depth + 1)
             else:
                 out[key] = self.normalise(v, depth)
         return out
@@ -341,12 +408,10 @@ class Normaliser:
                 text = text.replace("\\", "/")
             else:
                 text = _WIN_PATH.sub(_forward_slashes, text)
-        if "/" in text:
-            low = text.lower()
-            if "/t" in low or _LOCAL_TEMP_TEXT in low:
-                text = _TMP_DIR.sub("$TMPDIR", text)
-                if "$TMPDIR/" in text:
-                    text = _TMP_NAME.sub("$TMPDIR/*", text)
+        if "/" in text and not _no_temp_dir(text.lower()):
+            text = _TMP_DIR.sub("$TMPDIR", text)
+            if "$TMPDIR/" in text:
+                text = _TMP_NAME.sub("$TMPDIR/*", text)
         if self.scrub_values:
             text = _UUID.sub("<uuid>", text)
             text = _ISO_TS.sub("<timestamp>", text)
@@ -391,37 +456,86 @@ class Normaliser:
     def _needs_walk(self, blob: bytes) -> bool:
         """Whether compact JSON holds anything the Python walk would change.
 
-        Ordered so that single-byte tests gate the costlier scans. They test
-        an int (``92 in blob``): a one-byte *bytes* needle costs ten times as
-        much in CPython 3.11 (buffer set-up), which over a 1 KB payload and a
-        handful of tests was a microsecond per call.
+        Single-byte tests gate the costlier scans. They test an int (``92 in
+        blob``): a one-byte *bytes* needle costs ten times as much in CPython
+        3.11 (buffer set-up). Every scan over the whole payload costs about a
+        third of parsing it, so one folded copy (ASCII lower-cased, quotes read
+        as spaces) serves all three: whitespace, temp paths and volatile keys.
         """
-        if 92 in blob and _ESCAPE.search(blob):  # backslash
-            return True
+        if 92 in blob:  # backslash: an escape
+            if _ESCAPE.search(blob):
+                return True
+            if self._globs and _ESCAPED_QUOTE.search(blob):
+                return True  # a glob's byte pattern cannot step over an escaped quote
+        slash = 47 in blob
         if not blob.isascii():
             for marker in _UNICODE_SPACES:
                 if marker in blob:
                     return True
             if b"\xe2\x80" in blob and _E2_SPACE.search(blob):
                 return True
-        # Quotes read as spaces, one scan finds a double space, a space after an
-        # opening quote and one before a closing quote (compact JSON has no
-        # other spaces). Empty strings also match it: the exact test confirms.
+            if self._keys is not None and (
+                _FOLDS_TO_ASCII[0] in blob or _FOLDS_TO_ASCII[1] in blob
+            ):
+                return True
+            if slash and _TEMP_TRUST != _TRUST_ALWAYS:
+                return True
+        elif slash and _TEMP_TRUST == _TRUST_NEVER:
+            return True
+        folded = blob.translate(_FOLD)
         if (
             32 in blob
-            and _TWO_SPACES.search(blob.translate(_QUOTE_AS_SPACE))
-            and (b"  " in blob or b'" ' in blob or b' "' in blob)
+            and _TWO_SPACES.search(folded)
+            and (b"  " in blob or b'" ' in blob or b' "' in blob)  # not an empty string
         ):
             return True
-        slash = 47 in blob
-        keys = self._keys if 58 in blob else None  # every key pattern ends in '":'
-        if slash or keys is not None:
-            folded = blob.lower()
-            if slash and _PATH_HINT.search(folded):
-                return True
-            if keys is not None and keys.search(folded):
-                return True
+        if slash and (
+            _TEMP_SCAN.search(folded)
+            or (36 in blob and _TEMP_NAME in blob)
+            or (_LOCAL_TEMP_SCAN is not None and _LOCAL_TEMP_SCAN.search(folded))
+        ):
+            return True
+        keys = self._keys
+        if (
+            keys is not None
+            and 58 in blob  # every key is followed by a colon
+            and keys.search(folded if self._keys_folded else blob.lower())
+        ):
+            return True
         return self.scrub_values and _SCRUB_HINT.search(blob) is not None
+
+
+def _plain_key(key: str) -> bool:
+    """A volatile key name that compact JSON writes as it is, and ASCII: found in folded bytes."""
+    return bool(key) and key.isascii() and orjson.dumps(key)[1:-1] == key.encode()
+
+
+def _key_scan(names: list[bytes]) -> re.Pattern[bytes]:
+    """Finds any of ``names`` as a key in folded bytes (`` name :``), tried at each colon.
+
+    Lookbehinds grouped by the name's last letter: most colons fail the
+    group's one-byte test and never reach a whole name.
+    """
+    by_last: dict[int, list[bytes]] = {}
+    for name in names:
+        by_last.setdefault(name[-1], []).append(name)
+    groups = []
+    for last, group in sorted(by_last.items()):
+        whole = b"|".join(b"(?<= " + re.escape(n) + b" :)" for n in group)
+        groups.append(b"(?<=" + re.escape(bytes([last])) + b" :)(?:" + whole + b")")
+    return re.compile(b":(?:" + b"|".join(groups) + b")")
+
+
+def _no_temp_dir(low: str) -> bool:
+    """Whether lower-cased text with a slash is sure to hold no temp dir nor temp name.
+
+    Without ``/t`` (or the local temp dir) the temp steps never ran; without a
+    root's end (``/tmp``, ``/temp``, ``/t/``, a final ``/t``) or ``$tmpdir/``
+    they cannot match, but a local temp dir without those markers may still.
+    """
+    if "/t" not in low and _LOCAL_TEMP_TEXT not in low:
+        return True
+    return _TEMP_TRUST == _TRUST_ALWAYS and _TEMP_MARK.search(low) is None
 
 
 def _key_text(key: Any) -> str:
@@ -448,18 +562,15 @@ def is_empty(value: Any, _depth: int = 0) -> bool:
     kind = type(value)
     if kind is str:
         return not value or value.isspace()
-    if kind is dict:
+    if kind is dict or kind is list:
         if _depth > MAX_DEPTH:
             return False
-        for item in value.values():  # noqa: SIM110 - a loop beats all(generator) here
-            if not is_empty(item, _depth + 1):
-                return False
-        return True
-    if kind is list:
-        if _depth > MAX_DEPTH:
-            return False
-        for item in value:  # noqa: SIM110
-            if not is_empty(item, _depth + 1):
+        # Text, the usual first member, is judged here: one call fewer per level.
+        for item in value.values() if kind is dict else value:
+            if type(item) is str:
+                if item and not item.isspace():
+                    return False
+            elif not is_empty(item, _depth + 1):
                 return False
         return True
     if value is None or value is False:
@@ -496,7 +607,8 @@ re-serialisation and a scan. Entries hold digests, not payloads: the memory
 is bounded by the entry count whatever the payload size.
 """
 
-_key = xxhash.xxh3_128_intdigest
+_key = xxhash.xxh3_128_digest
+"""128 bits, as bytes: half the cost of the same hash as an int (building a 128-bit int)."""
 _TwinDigests: Final[Any] = unfrozen_twin(Digests)
 
 
@@ -509,10 +621,10 @@ class Signer:
     """
 
     normaliser: Normaliser = field(default_factory=Normaliser)
-    _calls: dict[tuple[str, int], tuple[str, Content]] = field(
+    _calls: dict[tuple[str, bytes], tuple[str, Content]] = field(
         init=False, repr=False, compare=False
     )
-    _results: dict[int, tuple[str | None, Content]] = field(init=False, repr=False, compare=False)
+    _results: dict[bytes, tuple[str | None, Content]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_calls", {})
@@ -522,10 +634,18 @@ class Signer:
         """Hash (tool, arguments), the result, and (tool, arguments, result, status)."""
         if type(arguments) is str:
             calls = self._calls
-            key = (tool, _key(arguments.encode("utf-8", "surrogatepass")))
+            try:  # the default error handler is the fast one; lone surrogates are rare
+                raw = arguments.encode()
+            except UnicodeEncodeError:
+                raw = arguments.encode("utf-8", "surrogatepass")
+            key = (tool, _key(raw))
             cached = calls.get(key)
-            if cached is None:
-                cached = self._call_signature(tool, arguments)
+            if cached is None:  # _call_signature, inline: this is every new payload's path
+                blob, content = self.normaliser.canonical(arguments)
+                if blob is None:
+                    blob = _ABSENT_MARK if content is Content.ABSENT else _UNKNOWN_MARK
+                tool_bytes = tool.encode("utf-8", "surrogatepass")
+                cached = _hash(tool_bytes + b"\x1f" + blob), content
                 if len(calls) >= CACHE_ENTRIES:
                     calls.clear()
                 calls[key] = cached
@@ -534,10 +654,15 @@ class Signer:
             call_signature, args_content = self._call_signature(tool, arguments)
         if type(result) is str:
             results = self._results
-            rkey = _key(result.encode("utf-8", "surrogatepass"))
+            try:
+                raw = result.encode()
+            except UnicodeEncodeError:
+                raw = result.encode("utf-8", "surrogatepass")
+            rkey = _key(raw)
             done = results.get(rkey)
-            if done is None:
-                done = self._result_digest(result)
+            if done is None:  # _result_digest, inline
+                blob, content = self.normaliser.canonical(result)
+                done = (None if blob is None else _hash(blob)), content
                 if len(results) >= CACHE_ENTRIES:
                     results.clear()
                 results[rkey] = done
