@@ -10,6 +10,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from json_strategies import json_values, scalars
 
 from otel_stall.records import Status
 from otel_stall.signature import Content, Normaliser, Signer
@@ -54,18 +55,8 @@ TEXT = st.one_of(
     st.lists(PIECES, max_size=6).map("".join),
 )
 KEYS = st.one_of(TEXT, st.sampled_from(["ts", "timestamp", "request_id", "Nonce", "x_at", "id"]))
-SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**63), max_value=2**64 - 1),
-    st.floats(allow_nan=False, allow_infinity=False),
-    TEXT,
-)
-JSON = st.recursive(
-    SCALARS,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
-    max_leaves=24,
-)
+SCALARS = scalars(TEXT)
+JSON = json_values(TEXT, KEYS, max_leaves=24)
 CONTAINERS = st.one_of(
     st.lists(JSON, max_size=4), st.dictionaries(KEYS, JSON, min_size=1, max_size=4)
 )

@@ -9,6 +9,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from json_strategies import json_values
 
 from otel_stall.signature import Content, Normaliser, Signer, is_empty
 
@@ -72,18 +73,7 @@ KEYS = st.one_of(
     TEXT,
     st.sampled_from(["ts", "Ts", "token", "TOKEN", "id", "ID", "a b", "x:y", "x_AT", "ts "]),
 )
-SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**63), max_value=2**64 - 1),
-    st.floats(allow_nan=False, allow_infinity=False),
-    TEXT,
-)
-JSON = st.recursive(
-    SCALARS,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
-    max_leaves=20,
-)
+JSON = json_values(TEXT, KEYS, max_leaves=20)
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
