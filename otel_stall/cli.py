@@ -227,7 +227,7 @@ def cmd_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
     policy = policy_from_args(args)
     with spooled_stdin(args.paths) as (paths, labels):
         with _progress(paths, "reading") as progress:
-            replayer = Replayer(policy, progress=progress)
+            replayer = Replayer(policy, progress=progress, pause_gc=True)
             result = replayer.analyse(
                 paths, labels=labels, keep_enrichment=bool(args.out or args.export_otlp)
             )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
+
+import pytest
 
 from otel_stall.replay import Replayer, ReplayResult, replay
 from otel_stall.report import run_json
@@ -50,3 +53,18 @@ def test_summary_counts_verdicts_and_formats() -> None:
     assert summary["traces"] == 4  # the same traces in both files
     assert sorted(result.formats.values()) == ["otlp-json-lines", "otlp-proto"]
     assert result.worst.value == "break"
+
+
+@pytest.mark.parametrize("was_enabled", [True, False], ids=["collector on", "collector off"])
+@pytest.mark.parametrize("pause_gc", [True, False])
+def test_replay_leaves_the_garbage_collector_as_it_found_it(
+    was_enabled: bool, pause_gc: bool
+) -> None:
+    """pause_gc gives the same runs, and the collector ends in the state it started in."""
+    (gc.enable if was_enabled else gc.disable)()
+    try:
+        result = Replayer(pause_gc=pause_gc).analyse([str(JSONL)])
+        assert gc.isenabled() is was_enabled
+    finally:
+        gc.enable()
+    assert _runs(result) == _runs(replay(str(JSONL)))

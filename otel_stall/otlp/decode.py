@@ -28,9 +28,15 @@ __all__ = [
     "any_value_to_python",
     "attributes_from_json",
     "attributes_from_proto",
+    "fast_json_attributes",
     "hex_id",
+    "iter_json_scopes",
+    "iter_json_spans",
     "json_any_value_to_python",
     "json_list",
+    "proto_id_error",
+    "proto_ids_fit",
+    "span_from_json",
     "spans_from_json",
     "spans_from_proto",
 ]
@@ -119,18 +125,28 @@ def spans_from_proto(message: Any, on_error: OnError | None = None) -> Iterator[
     for r, resource_spans in enumerate(message.resource_spans):
         for s, scope_spans in enumerate(resource_spans.scope_spans):
             for i, span in enumerate(scope_spans.spans):
-                trace_id = span.trace_id
-                span_id = span.span_id
-                parent = span.parent_span_id
-                if (
-                    (trace_id and len(trace_id) != _TRACE_ID_BYTES)
-                    or (span_id and len(span_id) != _SPAN_ID_BYTES)
-                    or (parent and len(parent) != _SPAN_ID_BYTES)
-                ):
-                    where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
-                    report(DecodeError(where, "trace or span id has the wrong length"))
+                if not proto_ids_fit(span):
+                    report(proto_id_error(r, s, i))
                     continue
                 yield record_from_proto_span(span)
+
+
+def proto_ids_fit(span: Any) -> bool:
+    """Whether each id of a protobuf ``Span`` is empty or has its proper length."""
+    trace_id = span.trace_id
+    span_id = span.span_id
+    parent = span.parent_span_id
+    return not (
+        (trace_id and len(trace_id) != _TRACE_ID_BYTES)
+        or (span_id and len(span_id) != _SPAN_ID_BYTES)
+        or (parent and len(parent) != _SPAN_ID_BYTES)
+    )
+
+
+def proto_id_error(resource: int, scope: int, index: int) -> DecodeError:
+    """The error for a span whose ids do not fit, at its position in the message."""
+    where = f"resourceSpans[{resource}].scopeSpans[{scope}].spans[{index}]"
+    return DecodeError(where, "trace or span id has the wrong length")
 
 
 # -- OTLP/JSON ---------------------------------------------------------------
@@ -312,7 +328,7 @@ def _status(span: Mapping[str, Any]) -> tuple[int, str]:
     return code, message
 
 
-def _fast_attributes(key_values: list[Any]) -> dict[str, Any]:
+def fast_json_attributes(key_values: list[Any]) -> dict[str, Any]:
     """The common case, well-typed camelCase attributes; anything odd raises for the slow path."""
     out: dict[str, Any] = {}
     for kv in key_values:
@@ -356,7 +372,7 @@ def span_from_json(span: Any) -> SpanRecord:
                         name,
                         int(span["startTimeUnixNano"]),
                         int(span["endTimeUnixNano"]),
-                        _fast_attributes(attributes) if attributes else {},
+                        fast_json_attributes(attributes) if attributes else {},
                         code,
                         message,
                     )
@@ -388,6 +404,17 @@ def _checked_span_from_json(span: Any) -> SpanRecord:
 
 def iter_json_spans(obj: Any) -> Iterator[tuple[str, Any]]:
     """``(position, raw span object)`` for every span in an OTLP/JSON traces document."""
+    for where_s, spans in iter_json_scopes(obj):
+        for i, span in enumerate(spans):
+            yield f"{where_s}.spans[{i}]", span
+
+
+def iter_json_scopes(obj: Any) -> Iterator[tuple[str, list[Any]]]:
+    """``(position, span list)`` for every scope in an OTLP/JSON traces document.
+
+    Structure errors are raised when the walk reaches them, so the spans of
+    earlier scopes have been handed out already.
+    """
     if not isinstance(obj, dict):
         raise DecodeError("", f"expected an object with resourceSpans, got {type(obj).__name__}")
     for r, resource_spans in enumerate(json_list(obj, "resourceSpans", "resource_spans", "")):
@@ -406,8 +433,7 @@ def iter_json_spans(obj: Any) -> Iterator[tuple[str, Any]]:
             where_s = f"{where_r}.scopeSpans[{s}]"
             if not isinstance(scope_spans, dict):
                 raise DecodeError(where_s, f"expected an object, got {type(scope_spans).__name__}")
-            for i, span in enumerate(json_list(scope_spans, "spans", "spans", where_s + ".")):
-                yield f"{where_s}.spans[{i}]", span
+            yield where_s, json_list(scope_spans, "spans", "spans", where_s + ".")
 
 
 def count_json_spans(obj: Any) -> int:

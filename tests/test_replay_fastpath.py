@@ -1,0 +1,286 @@
+"""The replay's fast path (plain and model spans never become SpanRecords) finds what add() finds.
+
+Each case is decoded twice: by the replay (fast path for plain and model
+spans, compact parent links) and by the full decoder feeding
+``TraceAnalyzer.add`` span by span. Both must give the same runs and the same
+``stall.*`` attributes, whatever the span order and the format.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+
+from otel_stall.conventions import Conventions, CustomConvention, Role, SpanRecord
+from otel_stall.otlp.decode import spans_from_json, spans_from_proto
+from otel_stall.otlp.encode import proto_to_json, python_to_any_value
+from otel_stall.policy import StallPolicy
+from otel_stall.replay import Replayer, ReplayResult
+from otel_stall.report import run_json
+from otel_stall.trace import TraceResult, analyse_spans
+
+POLICY = StallPolicy(warn_at=2, break_at=4)
+SEARCH = {"gen_ai.tool.call.arguments": json.dumps({"q": "same"}), "gen_ai.tool.call.result": "[]"}
+Attrs = dict[str, Any]
+
+
+def _tool(name: str, **extra: Any) -> Attrs:
+    return {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, **SEARCH, **extra}
+
+
+def _trace_spans(trace: int, conventions_key: str | None = None) -> list[tuple[Any, ...]]:
+    """``(index, parent index, name, attributes)`` of one trace with every kind of span.
+
+    An agent under an HTTP root; tool spans directly under the agent, under a
+    plain span, and an MCP client span nested in a tool span; chat spans; a
+    second agent named ``invoke_agent`` without attributes; a plain second root.
+    """
+    spans: list[tuple[Any, ...]] = [
+        (0, None, "POST /chat", {"http.request.method": "POST", "http.response.status_code": 200}),
+        (
+            1,
+            0,
+            "invoke_agent a",
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"},
+        ),
+        (2, 1, "workflow step", {"code.function": "step"}),
+        (3, 1, "invoke_agent", {}),
+    ]
+    index = 4
+    for round_ in range(4):
+        spans.append((index, 1, "chat m", {"gen_ai.operation.name": "chat", "x.n": round_}))
+        # Alternately directly under the agent and under the plain "workflow step" span.
+        spans.append((index + 1, 1 if round_ % 2 else 2, "execute_tool search", _tool("search")))
+        spans.append(
+            (index + 2, index + 1, "tools/call search", {"mcp.method.name": "tools/call", **SEARCH})
+        )
+        spans.append((index + 3, index + 1, "GET", {"http.response.status_code": 200}))
+        spans.append((index + 4, 3, "execute_tool poll", _tool("poll", **{"error.type": "x"})))
+        index += 5
+    spans.append((index, None, "GET /health", {"http.route": "/health"}))
+    if conventions_key is not None:
+        for i in range(3):
+            spans.append((index + 1 + i, 1, "lookup", {conventions_key: "tool", **SEARCH}))
+    return spans
+
+
+def _traces_data(
+    traces: int, seed: int, custom_key: str | None = None, per_message: int = 17
+) -> Iterator[TracesData]:
+    """A few messages of shuffled spans from interleaved traces."""
+    rng = random.Random(seed)
+    everything = []
+    for trace in range(1, traces + 1):
+        for index, parent, name, attrs in _trace_spans(trace, custom_key):
+            everything.append((trace, index, parent, name, attrs))
+    rng.shuffle(everything)
+    for start in range(0, len(everything), per_message):
+        data = TracesData()
+        scope = data.resource_spans.add().scope_spans.add()
+        for trace, index, parent, name, attrs in everything[start : start + per_message]:
+            span = scope.spans.add()
+            span.trace_id = trace.to_bytes(16, "big")
+            span.span_id = (trace * 1000 + index).to_bytes(8, "big")
+            if parent is not None:
+                span.parent_span_id = (trace * 1000 + parent).to_bytes(8, "big")
+            span.name = name
+            span.start_time_unix_nano = 1_700_000_000_000_000_000 + index * 1000
+            span.end_time_unix_nano = span.start_time_unix_nano + 500 + (index % 3)
+            for key, value in attrs.items():
+                python_to_any_value(value, span.attributes.add(key=key).value)
+        yield data
+
+
+def _write(tmp_path: Path, fmt: str, messages: list[TracesData]) -> Path:
+    if fmt == "binary":
+        path = tmp_path / "spans.binpb"
+        path.write_bytes(
+            b"".join(
+                len(m.SerializeToString()).to_bytes(4, "big") + m.SerializeToString()
+                for m in messages
+            )
+        )
+    else:
+        path = tmp_path / "spans.jsonl"
+        path.write_bytes(b"".join(orjson.dumps(proto_to_json(m)) + b"\n" for m in messages))
+    return path
+
+
+def _records(fmt: str, path: Path) -> list[SpanRecord]:
+    if fmt == "binary":
+        data = path.read_bytes()
+        out: list[SpanRecord] = []
+        while data:
+            size = int.from_bytes(data[:4], "big")
+            out += spans_from_proto(TracesData.FromString(data[4 : 4 + size]))
+            data = data[4 + size :]
+        return out
+    return [
+        s for line in path.read_bytes().splitlines() for s in spans_from_json(orjson.loads(line))
+    ]
+
+
+def _runs(reports: Any) -> list[dict[str, Any]]:
+    return sorted(
+        (run_json(r) for r in reports), key=lambda r: (r["trace_id"], str(r["run_span_id"]))
+    )
+
+
+def _by_span(traces: dict[str, TraceResult]) -> dict[tuple[str, str], Any]:
+    return {
+        (t, span_id): attrs
+        for t, result in traces.items()
+        for span_id, attrs in result.attributes.items()
+    }
+
+
+@pytest.mark.parametrize("fmt", ["binary", "json"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_fast_path_finds_what_add_finds(tmp_path: Path, fmt: str, seed: int) -> None:
+    """Shuffled, interleaved traces: same runs and attributes as the full decoder plus add()."""
+    path = _write(tmp_path, fmt, list(_traces_data(4, seed)))
+    result = Replayer(POLICY).analyse([str(path)])
+    expected = analyse_spans(_records(fmt, path), POLICY)
+    assert result.errors == []
+    assert result.spans == 4 * len(_trace_spans(1))
+    assert _runs(result.reports) == _runs(r for t in expected.values() for r in t.reports)
+    assert _by_span(result.traces) == _by_span(expected)
+    # Each trace has two agent runs (the tool under the plain span still belongs to "a").
+    assert sorted(str(r["agent"]) for r in _runs(result.reports)) == ["None"] * 4 + ["a"] * 4
+    assert all(r["tool_calls"] == 4 for r in _runs(result.reports))
+
+
+@pytest.mark.parametrize("fmt", ["binary", "json"])
+def test_custom_role_key_spans_are_not_taken_as_plain(tmp_path: Path, fmt: str) -> None:
+    """A custom convention's role key makes a span a tool span on the fast path too."""
+    conventions = Conventions(
+        custom=(CustomConvention("my.kind", tool_value="tool", tool_name_keys=("my.name",)),)
+    )
+    path = _write(tmp_path, fmt, list(_traces_data(2, 7, custom_key="my.kind")))
+    result = Replayer(POLICY, conventions).analyse([str(path)])
+    expected = analyse_spans(_records(fmt, path), POLICY, conventions)
+    assert _runs(result.reports) == _runs(r for t in expected.values() for r in t.reports)
+    agent_runs = [r for r in _runs(result.reports) if r["agent"] == "a"]
+    assert [r["tool_calls"] for r in agent_runs] == [7, 7]
+
+
+class _NamedTools(Conventions):
+    """Classifies by an attribute no built-in convention reads: a subclass's own rule."""
+
+    def role(self, attributes: Any) -> Role:
+        return Role.TOOL if attributes.get("kind") == "t" else super().role(attributes)
+
+
+def test_a_conventions_subclass_classifies_every_span(tmp_path: Path) -> None:
+    """A subclass that overrides role() is asked about every span (no key-based shortcut)."""
+    data = TracesData()
+    scope = data.resource_spans.add().scope_spans.add()
+    for i in range(5):
+        span = scope.spans.add()
+        span.trace_id = b"\x01" * 16
+        span.span_id = (i + 1).to_bytes(8, "big")
+        span.name = "fetch page"
+        span.start_time_unix_nano = span.end_time_unix_nano = 10 + i
+        python_to_any_value("t", span.attributes.add(key="kind").value)
+        python_to_any_value('{"url": "x"}', span.attributes.add(key="input.value").value)
+    path = _write(tmp_path, "binary", [data])
+    result = Replayer(POLICY, _NamedTools()).analyse([str(path)])
+    expected = analyse_spans(_records("binary", path), POLICY, _NamedTools())
+    assert [r.tool_calls for r in result.reports] == [5]  # no span was taken as plain
+    assert _runs(result.reports) == _runs(r for t in expected.values() for r in t.reports)
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ({"intValue": "twelve"}, "expected an integer"),
+        ({"boolValue": "yes"}, "expected true or false"),
+        ({"doubleValue": "many"}, "expected a number"),
+    ],
+)
+def test_bad_value_on_a_plain_span_is_still_reported(
+    tmp_path: Path, bad: dict[str, Any], reason: str
+) -> None:
+    """A plain span's attribute values are not kept, but a bad one is reported as before."""
+    (message,) = _traces_data(1, 0, per_message=100)
+    obj = proto_to_json(message)
+    spans = obj["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    target = next(i for i, s in enumerate(spans) if s["name"] == "GET /health")
+    spans[target]["attributes"].append({"key": "odd", "value": bad})
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(orjson.dumps(obj) + b"\n")
+    result = Replayer(POLICY).analyse([str(path)])
+    assert result.spans == len(spans)
+    assert [(e.path, e.line) for e in result.errors] == [(str(path), 1)]
+    assert f"spans[{target}].attributes['odd']" in result.errors[0].message
+    assert reason in result.errors[0].message
+    assert len(result.reports) == 2  # the trace's other spans are still analysed
+
+
+def _chain(ids: dict[str, str]) -> list[SpanRecord]:
+    """Agent <- plain <- plain <- three identical tool calls, parents listed after children."""
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "x"}
+    records = [
+        SpanRecord("t", ids[f"tool{i}"], ids["mid2"], "execute_tool s", 10 + i, 11 + i, _tool("s"))
+        for i in range(3)
+    ]
+    records += [
+        SpanRecord("t", ids["mid2"], ids["mid1"], "step", 5, 20, {}),
+        SpanRecord("t", ids["mid1"], ids["agent"], "step", 4, 21, {"http.route": "/"}),
+        SpanRecord("t", ids["agent"], None, "agent", 1, 30, agent),
+    ]
+    return records
+
+
+@pytest.mark.parametrize(
+    "style",
+    ["hex", "upper", "words", "zero-parent"],
+)
+def test_runs_resolve_through_plain_spans_with_any_id_spelling(style: str) -> None:
+    """Hand-made records with non-hex or upper-case ids resolve ancestry like hex ones."""
+    names = ["agent", "mid1", "mid2", "tool0", "tool1", "tool2"]
+    if style == "hex":
+        ids = {n: f"{i + 1:016x}" for i, n in enumerate(names)}
+    elif style == "upper":
+        ids = {n: f"{i + 0xA1:016X}" for i, n in enumerate(names)}
+    elif style == "words":
+        ids = {n: n for n in names}
+    else:
+        ids = {n: f"{i:016x}" for i, n in enumerate(names)}  # the agent's id is all zeros
+    result = analyse_spans(_chain(ids), POLICY)["t"]
+    (report,) = result.reports
+    assert report.attributes["run_span_id"] == ids["agent"]
+    assert report.attributes["agent"] == "x"
+    assert report.tool_calls == 3
+    assert set(result.attributes) == {ids["agent"], ids["tool0"], ids["tool1"], ids["tool2"]}
+
+
+def test_upper_case_ids_do_not_alias_lower_case_ones() -> None:
+    """An upper-case parent id is another span than its lower-case spelling (as before)."""
+    ids = {n: f"{i + 0xA1:016x}" for i, n in enumerate(["agent", "mid1", "mid2", "t0", "t1", "t2"])}
+    records = _chain({**ids, "tool0": ids["t0"], "tool1": ids["t1"], "tool2": ids["t2"]})
+    records[3] = SpanRecord("t", ids["mid2"], ids["mid1"].upper(), "step", 5, 20, {})
+    (report,) = analyse_spans(records, POLICY)["t"].reports
+    assert report.attributes["agent"] is None  # the trace's run: the agent is not found
+    assert report.attributes["run_span_id"] == ids["agent"]  # the trace's root
+
+
+def _as_result(reports: ReplayResult) -> list[dict[str, Any]]:
+    return _runs(reports.reports)
+
+
+def test_report_only_mode_matches_full_mode(tmp_path: Path) -> None:
+    """keep_enrichment=False (no stall.* attributes built) reports the very same runs."""
+    path = _write(tmp_path, "json", list(_traces_data(3, 5)))
+    lean = Replayer(POLICY).analyse([str(path)], keep_enrichment=False)
+    full = Replayer(POLICY).analyse([str(path)])
+    assert lean.traces == {}
+    assert _as_result(lean) == _as_result(full)
+    assert any(r["findings"] for r in _as_result(full))
