@@ -233,6 +233,26 @@ def floor_binary_payloads(path: Path) -> int:
     return n
 
 
+def floor_json_payloads(path: Path) -> int:
+    """The JSON floor plus parsing each tool span's JSON arguments and result (orjson)."""
+    n = 0
+    with path.open("rb") as f:
+        for line in f:
+            obj = orjson.loads(line)
+            for rs in obj["resourceSpans"]:
+                for ss in rs["scopeSpans"]:
+                    for span in ss["spans"]:
+                        _ = (span["traceId"], span["spanId"], span.get("parentSpanId"))
+                        _ = (span["name"], span.get("status"))
+                        _ = (int(span["startTimeUnixNano"]), int(span["endTimeUnixNano"]))
+                        for kv in span.get("attributes", ()):
+                            item = next(iter(kv["value"].values()))
+                            if kv["key"] in PAYLOAD_KEYS:
+                                orjson.loads(item)
+                        n += 1
+    return n
+
+
 def decode_only(path: Path) -> int:
     """Our decoding alone (protobuf or JSON to SpanRecord), without detection."""
     from otel_stall.errors import InputError
@@ -425,7 +445,7 @@ def measure_rss(spans: int, directory: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--spans", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--rss", type=int, metavar="N", help="also measure peak RSS for N spans")
     parser.add_argument("--rss-child", help=argparse.SUPPRESS)
     parser.add_argument("--keep", action="store_true", help=argparse.SUPPRESS)
@@ -443,9 +463,13 @@ def main() -> int:
             f"(python {sys.version.split()[0]}, {os.cpu_count()} cpu)"
         )
         targets = {"binary": 2.5, "JSON": 2.0}
-        for label, path, floor in (("binary", binary, floor_binary), ("JSON", jsonl, floor_json)):
-            (floor_s, n), (decode_s, _), (replay_s, m), (keep_s, k) = interleaved(
-                [floor, decode_only, replay_pass, replay_keep_pass], path, args.repeat
+        inputs = (
+            ("binary", binary, floor_binary, floor_binary_payloads),
+            ("JSON", jsonl, floor_json, floor_json_payloads),
+        )
+        for label, path, floor, payloads in inputs:
+            (floor_s, n), (decode_s, _), (replay_s, m), (keep_s, k), (payload_s, _) = interleaved(
+                [floor, decode_only, replay_pass, replay_keep_pass, payloads], path, args.repeat
             )
             assert n == m == k == args.spans, (n, m, k)
             ratio = replay_s / floor_s
@@ -458,12 +482,10 @@ def main() -> int:
                 f"       replay/floor ratio {ratio:.2f}x (target <= {targets[label]}x: {verdict});"
                 f" with stall.* attributes kept for --out {keep_s / floor_s:.2f}x"
             )
-            if label == "binary":
-                payload_s, _ = best(floor_binary_payloads, path, args.repeat)
-                print(
-                    f"       floor incl. parsing tool payload JSON {n / payload_s:9,.0f} spans/s;"
-                    f" replay/that floor {replay_s / payload_s:.2f}x"
-                )
+            print(
+                f"       floor incl. parsing tool payload JSON {n / payload_s:9,.0f} spans/s;"
+                f" replay/that floor {replay_s / payload_s:.2f}x"
+            )
         out_s, written = best(out_pass, binary, 1)
         print(f"replay + --out (both passes, binary in, JSON out): {written / out_s:,.0f} spans/s")
         if not args.skip_export:

@@ -115,8 +115,11 @@ class _ToolInfo(NamedTuple):
 
 
 _TwinRow: Final[Any] = unfrozen_twin(LedgerRow)
+_TwinFinding: Final[Any] = unfrozen_twin(Finding)
 _TwinObservation: Final[Any] = unfrozen_twin(Observation)
 _SEVERITY: Final = ACTION_SEVERITY
+_VERDICT_OF: Final = {action: Verdict.of(action) for action in Action}
+"""``Verdict.of`` as a lookup: it runs once per finding."""
 _CONTINUE: Final = Action.CONTINUE
 _OK: Final = Status.OK
 _ERROR: Final = Status.ERROR
@@ -628,12 +631,16 @@ class RunDetector:
         round_: int,
         message: str,
     ) -> Finding:
-        return Finding(kind, action, tool, signature, count, first_seq, seq, round_, message)
+        finding: Finding = _TwinFinding(
+            kind, action, tool, signature, count, first_seq, seq, round_, message
+        )
+        finding.__class__ = Finding
+        return finding
 
     def _record(self, findings: Iterable[Finding]) -> None:
         for finding in findings:
             self._findings.append(finding)
-            verdict = Verdict.of(finding.action)
+            verdict = _VERDICT_OF[finding.action]
             if verdict.severity > self._verdict.severity:
                 self._verdict = verdict
 

@@ -129,6 +129,9 @@ class _Prefixed(io.RawIOBase):
             buffer[:n] = self._head[:n]
             self._head = self._head[n:]
             return n
+        readinto = getattr(self._rest, "readinto", None)
+        if readinto is not None:  # straight into the caller's buffer: one copy fewer
+            return int(readinto(buffer) or 0)
         data = self._rest.read(len(buffer))
         n = len(data)
         buffer[:n] = data
