@@ -117,6 +117,7 @@ class _ToolInfo(NamedTuple):
 _TwinRow: Final[Any] = unfrozen_twin(LedgerRow)
 _TwinFinding: Final[Any] = unfrozen_twin(Finding)
 _TwinObservation: Final[Any] = unfrozen_twin(Observation)
+_TwinReport: Final[Any] = unfrozen_twin(RunReport)
 _SEVERITY: Final = ACTION_SEVERITY
 _VERDICT_OF: Final = {action: Verdict.of(action) for action in Action}
 """``Verdict.of`` as a lookup: it runs once per finding."""
@@ -175,8 +176,11 @@ class RunDetector:
         """A model call closes the current round and opens the next."""
         findings = self._close_round()
         self._model_driven = True
-        findings += self._open_round()
-        self._record(findings)
+        opened = self._open_round()
+        if opened:
+            findings += opened
+        if findings:  # most model calls fire nothing
+            self._record(findings)
         return findings
 
     def tool_call(self, call: ToolCall, digests: Digests | None = None) -> Observation:
@@ -372,7 +376,9 @@ class RunDetector:
 
     def finish(self) -> RunReport:
         """Close the last round and return the final report."""
-        self._record(self._close_round())
+        closing = self._close_round()
+        if closing:
+            self._record(closing)
         return self.report()
 
     # -- reading -------------------------------------------------------------
@@ -399,15 +405,20 @@ class RunDetector:
 
     def report(self) -> RunReport:
         """A snapshot of the run: verdict, stall score, findings and ledger."""
-        return RunReport(
-            run_key=self.run_key,
-            verdict=self._verdict,
-            stall_score=stall_score(self._rows),
-            tool_calls=len(self._rows),
-            rounds=self._rounds,
-            findings=tuple(self._findings),
-            ledger=tuple(self._rows),
+        rows = self._rows
+        # Built through its twin, as rows are: the replay makes one report per run.
+        report: RunReport = _TwinReport(
+            self.run_key,
+            self._verdict,
+            stall_score(rows),
+            len(rows),
+            self._rounds,
+            tuple(self._findings),
+            tuple(rows),
+            {},
         )
+        report.__class__ = RunReport
+        return report
 
     # -- rules ---------------------------------------------------------------
 
@@ -582,7 +593,6 @@ class RunDetector:
         last = current.last
         if current.overloaded:
             self._overloaded_rounds += 1
-        findings: list[Finding] = []
         if current.ran == 0:
             streak, kind = self._refused, Kind.REFUSED_ROUNDS
             limit = self.policy.refused_rounds_limit
@@ -593,26 +603,25 @@ class RunDetector:
                 return ()
             streak, kind = self._no_new_facts, Kind.NO_NEW_FACTS
             limit = self.policy.no_new_facts_limit
-        if streak.bump(current.first_seq) == limit:
-            message = (
-                messages.refused_rounds(limit)
-                if kind is Kind.REFUSED_ROUNDS
-                else messages.no_new_facts(limit, streak.first_seq)
-            )
-            findings.append(
-                self._finding(
-                    kind,
-                    Action.BREAK,
-                    last.tool,
-                    last.signature,
-                    streak.count,
-                    streak.first_seq,
-                    last.seq,
-                    current.number,
-                    message,
-                )
-            )
-        return tuple(findings)
+        if streak.bump(current.first_seq) != limit:
+            return ()
+        message = (
+            messages.refused_rounds(limit)
+            if kind is Kind.REFUSED_ROUNDS
+            else messages.no_new_facts(limit, streak.first_seq)
+        )
+        finding = self._finding(
+            kind,
+            Action.BREAK,
+            last.tool,
+            last.signature,
+            streak.count,
+            streak.first_seq,
+            last.seq,
+            current.number,
+            message,
+        )
+        return (finding,)
 
     # -- helpers -------------------------------------------------------------
 

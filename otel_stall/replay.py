@@ -12,8 +12,10 @@ all that :meth:`Conventions.role` reads) before decoding anything else. A
 plain span only hands its parent link to the analyzer and a model span its
 place in time: neither becomes a :class:`SpanRecord`, and a plain span's
 attribute values are never converted (in OTLP/JSON they are still checked, so
-bad input is reported exactly as the full decoder reports it). Tool and agent
-spans, and anything unusual, take the full decoder.
+bad input is reported exactly as the full decoder reports it). A tool span
+becomes its :class:`~otel_stall.records.ToolCall` straight from its parts
+(:meth:`Conventions.tool_call_from`); agent spans, and anything unusual, take
+the full decoder.
 
 Pass two (only for ``--out`` and ``--export-otlp``) reads the input again and
 adds each span's ``stall.*`` attributes and ``stall.detected`` events, so every
@@ -80,6 +82,7 @@ _TRACE_KEYS = frozenset({"resourceSpans", "resource_spans"})
 _INVOKE_AGENT = GenAIOperation.INVOKE_AGENT
 _OTHER = Role.OTHER
 _MODEL = Role.MODEL
+_TOOL = Role.TOOL
 _PRIORITY = (GenAI.OPERATION_NAME, OpenInference.SPAN_KIND, Traceloop.SPAN_KIND)
 """The role keys most spans that have one carry: looked for first."""
 _OTHER_SIGNALS = frozenset({"resourceMetrics", "resourceLogs", "resourceProfiles"})
@@ -163,6 +166,12 @@ class Replayer:
         process, turns it on.
         """
         self._interest = _role_keys(self.conventions)
+        # Tool spans skip the SpanRecord, unless a subclass makes its calls its own way.
+        self._tool_call_from = (
+            self.conventions.tool_call_from
+            if type(self.conventions).tool_call is Conventions.tool_call
+            else None
+        )
         # Most likely first: the scan of a message stops at the first key found.
         self._interest_bytes = tuple(
             k.encode() for k in sorted(self._interest or (), key=lambda k: k not in _PRIORITY)
@@ -273,7 +282,9 @@ class Replayer:
 
         Plain spans (no role attribute, not named as agent spans) take a fast
         path: their attribute values are never decoded, and only their parent
-        link is kept. Every other span becomes a :class:`SpanRecord`.
+        link is kept. A model span keeps its place, a tool span becomes its
+        :class:`~otel_stall.records.ToolCall` directly, and any other span a
+        :class:`SpanRecord`.
         """
         try:
             message = TracesData.FromString(payload)
@@ -285,8 +296,12 @@ class Replayer:
         # Protobuf strings are plain UTF-8: a message without any role key's bytes
         # holds only plain spans, and their attributes need not even be listed.
         scan = interest is not None and any(key in payload for key in self._interest_bytes)
+        tool_call_from = self._tool_call_from
         count = 0
         get = analyzers.get
+        # A trace's spans mostly come together: keep the last trace's analyzer at hand.
+        last_trace = b""
+        analyzer: TraceAnalyzer | None = None
         for r, resource_spans in enumerate(message.resource_spans):
             for s, scope_spans in enumerate(resource_spans.scope_spans):
                 spans = scope_spans.spans
@@ -304,7 +319,10 @@ class Replayer:
                         continue
                     name = span.name
                     attributes = span.attributes
-                    trace = trace_id.hex()
+                    if trace_id != last_trace or analyzer is None:
+                        trace = trace_id.hex()
+                        analyzer = get(trace) or self._analyzer(analyzers, trace)
+                        last_trace = trace_id
                     if interest is not None and (
                         not name.startswith(_INVOKE_AGENT) or not is_agent_span_name(name)
                     ):
@@ -320,7 +338,6 @@ class Replayer:
                                     found[key] = any_value_to_python(kv.value)
                         role = _OTHER if found is None else role_of(found)
                         if role is _OTHER:
-                            analyzer = get(trace) or self._analyzer(analyzers, trace)
                             if parent:
                                 analyzer.add_link(span_id + parent)
                             else:
@@ -331,7 +348,7 @@ class Replayer:
                                 )
                             continue
                         if role is _MODEL:
-                            (get(trace) or self._analyzer(analyzers, trace)).add_model(
+                            analyzer.add_model(
                                 span_id.hex(),
                                 parent.hex() if parent else None,
                                 span.start_time_unix_nano,
@@ -341,8 +358,20 @@ class Replayer:
                     else:
                         role = None
                     status = span.status
+                    if role is _TOOL and tool_call_from is not None:
+                        # No SpanRecord: the call is made from the span's parts.
+                        call = tool_call_from(
+                            attributes_from_proto(attributes),
+                            name,
+                            span_id.hex(),
+                            span.start_time_unix_nano,
+                            span.end_time_unix_nano,
+                            status.code,
+                        )
+                        analyzer.add_tool(call, parent.hex() if parent else None)
+                        continue
                     record = SpanRecord(
-                        trace,
+                        analyzer.trace_id,
                         span_id.hex(),
                         parent.hex() if parent else None,
                         name,
@@ -352,7 +381,7 @@ class Replayer:
                         status.code,
                         status.message,
                     )
-                    (get(trace) or self._analyzer(analyzers, trace)).add(record, role)
+                    analyzer.add(record, role)
         result.spans += count
 
     def _feed_json(
@@ -372,8 +401,12 @@ class Replayer:
             return
         interest = self._interest
         role_of = self.conventions.role
-        get = analyzers.get
+        tool_call_from = self._tool_call_from
         fromhex = bytes.fromhex
+        # A trace's spans mostly come together: the last trace id taken (as written) and
+        # its analyzer save checking, lower-casing and looking up the same id again.
+        last_trace: Any = None
+        last_analyzer: TraceAnalyzer | None = None
         count = 0
         try:
             for where_s, spans in iter_json_scopes(obj):
@@ -382,8 +415,9 @@ class Replayer:
                     # The fast path accepts only what span_from_json's own fast path
                     # accepts (well-formed camelCase spans), and any surprise sends the
                     # span to the full decoder, which names the bad field.
-                    record: SpanRecord | None = None
+                    decoded: dict[str, Any] | None = None
                     role: Role | None = None
+                    taken = False
                     try:
                         trace_id = span["traceId"]
                         span_id = span["spanId"]
@@ -393,7 +427,10 @@ class Replayer:
                             and len(span_id) == 16
                             and (parent is None or len(parent) == 16)
                         ):
-                            raw = fromhex(trace_id + span_id + (parent or ""))
+                            analyzer = last_analyzer if trace_id == last_trace else None
+                            if analyzer is None:
+                                fromhex(trace_id)
+                            link = fromhex(span_id + parent) if parent else fromhex(span_id)
                             name = span.get("name", "")
                             status = span.get("status")
                             if status:
@@ -409,41 +446,15 @@ class Replayer:
                                     not name.startswith(_INVOKE_AGENT)
                                     or not is_agent_span_name(name)
                                 ):
-                                    found = (
-                                        _json_role_attributes(attributes, interest)
+                                    decoded = (
+                                        _json_role_scan(attributes, interest)
                                         if attributes
                                         else None
                                     )
-                                    role = _OTHER if found is None else role_of(found)
-                                if role is _OTHER:
-                                    # Every check passed: nothing below can raise.
-                                    trace = trace_id.lower()
-                                    analyzer = get(trace) or self._analyzer(analyzers, trace)
-                                    if parent:
-                                        analyzer.add_link(raw[16:])
-                                    else:
-                                        analyzer.add_plain_root(span_id.lower(), start_ns, end_ns)
-                                    continue
-                                if role is _MODEL:
-                                    trace = trace_id.lower()
-                                    (get(trace) or self._analyzer(analyzers, trace)).add_model(
-                                        span_id.lower(),
-                                        parent.lower() if parent else None,
-                                        start_ns,
-                                        end_ns,
-                                    )
-                                    continue
-                                record = SpanRecord(
-                                    trace_id.lower(),
-                                    span_id.lower(),
-                                    parent.lower() if parent else None,
-                                    name,
-                                    start_ns,
-                                    end_ns,
-                                    fast_json_attributes(attributes) if attributes else {},
-                                    code,
-                                    message,
-                                )
+                                    role = _OTHER if decoded is None else role_of(decoded)
+                                elif attributes:
+                                    decoded = fast_json_attributes(attributes)
+                                taken = True
                     except (
                         KeyError,
                         TypeError,
@@ -452,10 +463,44 @@ class Replayer:
                         DecodeError,
                         RecursionError,
                     ):
-                        record = None
-                    if record is not None:
-                        trace = record.trace_id
-                        (get(trace) or self._analyzer(analyzers, trace)).add(record, role)
+                        taken = False
+                    if taken:
+                        # Every check passed: nothing below can raise on bad input.
+                        if analyzer is None:
+                            trace = trace_id.lower()
+                            analyzer = analyzers.get(trace) or self._analyzer(analyzers, trace)
+                            last_trace, last_analyzer = trace_id, analyzer
+                        if role is _OTHER:
+                            if parent:
+                                analyzer.add_link(link)
+                            else:
+                                analyzer.add_plain_root(span_id.lower(), start_ns, end_ns)
+                        elif role is _MODEL:
+                            analyzer.add_model(
+                                span_id.lower(),
+                                parent.lower() if parent else None,
+                                start_ns,
+                                end_ns,
+                            )
+                        elif role is _TOOL and tool_call_from is not None:
+                            # No SpanRecord: the call is made from the span's parts.
+                            call = tool_call_from(
+                                decoded or {}, name, span_id.lower(), start_ns, end_ns, code
+                            )
+                            analyzer.add_tool(call, parent.lower() if parent else None)
+                        else:  # agent spans, and spans whose role the analyzer works out
+                            record = SpanRecord(
+                                trace_id.lower(),
+                                span_id.lower(),
+                                parent.lower() if parent else None,
+                                name,
+                                start_ns,
+                                end_ns,
+                                decoded or {},
+                                code,
+                                message,
+                            )
+                            analyzer.add(record, role)
                         continue
                     try:
                         record = span_from_json(span)
@@ -622,31 +667,30 @@ def _role_keys(conventions: Conventions) -> frozenset[str] | None:
     return ROLE_KEYS | {c.role_key for c in conventions.custom}
 
 
-def _json_role_attributes(attributes: Any, interest: frozenset[str]) -> dict[str, Any] | None:
-    """The role attributes of an OTLP/JSON attribute list (``None`` if none), all values checked.
+def _json_role_scan(attributes: Any, interest: frozenset[str]) -> dict[str, Any] | None:
+    """Every attribute of a span that has a role attribute, decoded; ``None`` if it has none.
 
-    Values that are not kept must still be rejected where the full decoder
-    would reject them: this raises then, and the caller falls back to it.
+    A span without role attributes is plain: its values are only checked, so
+    that bad input is rejected where the full decoder would reject it (this
+    raises then, and the caller falls back to it). At the first role key,
+    the whole list is decoded instead: most such spans are tool spans, which
+    need every value, and the role is read from the decoded attributes.
     """
-    found: dict[str, Any] | None = None
     for kv in attributes:
         key = kv["key"]
         value = kv["value"]
-        text = value.get("stringValue")
         if key in interest:
-            if found is None:
-                found = {}
-            found[key] = text if type(text) is str else json_any_value_to_python(value)
-            continue
+            return fast_json_attributes(attributes)
         if type(key) is not str:
             raise TypeError(key)
+        text = value.get("stringValue")
         if type(text) is not str:
             number = value.get("intValue")
             if type(number) is str and len(value) == 1:
                 int(number)  # what the full decoder does with an int64 string
             elif type(number) is not int or len(value) != 1:
                 json_any_value_to_python(value)
-    return found
+    return None
 
 
 def _ignore(error: DecodeError) -> None:

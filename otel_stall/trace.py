@@ -174,16 +174,7 @@ class TraceAnalyzer:
                 return role
             role = Role.AGENT
         if role is _TOOL:
-            call = self.conventions.tool_call(span)
-            digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
-            # Payloads are hashed: drop them from the (not yet shared) frozen record, as
-            # its own __init__ sets fields, and share one copy of each tool name.
-            _set(call, "arguments", ABSENT)
-            _set(call, "result", ABSENT)
-            _set(call, "tool", _intern(call.tool))
-            if self._tools is None:
-                self._tools = {}
-            self._tools[span_id] = (call, digests, parent)
+            self._keep_tool(span_id, self.conventions.tool_call(span), parent)
         elif role is _MODEL:
             # The detector reads nothing from a model call but its place in the run.
             if self._models is None:
@@ -194,6 +185,38 @@ class TraceAnalyzer:
                 self._agents = {}
             self._agents[span_id] = (agent_name(span.attributes), span.end_ns, parent)
         return role
+
+    def add_tool(self, call: ToolCall, parent: str | None) -> None:
+        """Take a tool span as the :class:`ToolCall` that ``conventions.tool_call`` makes of it.
+
+        For a caller that builds the call from the span's parts
+        (:meth:`Conventions.tool_call_from`) without a :class:`SpanRecord`;
+        ``call.span_id`` must be set. The call's payloads are hashed and dropped.
+        """
+        self.spans += 1
+        span_id = call.span_id
+        assert span_id is not None
+        if parent is None:
+            if self._root_id is None or call.start_ns < self._root_start:
+                self._root_id, self._root_start, self._root_end = (
+                    span_id,
+                    call.start_ns,
+                    call.end_ns,
+                )
+        else:
+            parent = _intern(parent)
+        self._keep_tool(span_id, call, parent)
+
+    def _keep_tool(self, span_id: str, call: ToolCall, parent: str | None) -> None:
+        digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
+        # Payloads are hashed: drop them from the (not yet shared) frozen record, as
+        # its own __init__ sets fields, and share one copy of each tool name.
+        _set(call, "arguments", ABSENT)
+        _set(call, "result", ABSENT)
+        _set(call, "tool", _intern(call.tool))
+        if self._tools is None:
+            self._tools = {}
+        self._tools[span_id] = (call, digests, parent)
 
     def add_link(self, link: bytes) -> None:
         """Take a plain span that has a parent: 16 raw bytes, its span id then its parent's.
@@ -298,7 +321,7 @@ class TraceAnalyzer:
             end_ns = self._root_end
         else:
             end_ns = keys[-1][0] if keys else 0
-        before = len(detector.findings)
+        before = len(detector.findings) if enrich else 0
         report = detector.finish()
         context = {
             "trace_id": self.trace_id,

@@ -24,7 +24,7 @@ from otel_stall.otlp.encode import proto_to_json, python_to_any_value
 from otel_stall.policy import StallPolicy
 from otel_stall.replay import Replayer, ReplayResult
 from otel_stall.report import run_json
-from otel_stall.trace import TraceResult, analyse_spans
+from otel_stall.trace import TraceAnalyzer, TraceResult, analyse_spans
 
 POLICY = StallPolicy(warn_at=2, break_at=4)
 SEARCH = {"gen_ai.tool.call.arguments": json.dumps({"q": "same"}), "gen_ai.tool.call.result": "[]"}
@@ -284,3 +284,90 @@ def test_report_only_mode_matches_full_mode(tmp_path: Path) -> None:
     assert lean.traces == {}
     assert _as_result(lean) == _as_result(full)
     assert any(r["findings"] for r in _as_result(full))
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [({"intValue": "twelve"}, "expected an integer"), ({"boolValue": "yes"}, "expected true")],
+)
+def test_bad_value_on_a_tool_span_is_still_reported(
+    tmp_path: Path, where: str, bad: dict[str, Any], reason: str
+) -> None:
+    """A bad value before or after a tool span's role key is reported as by the full decoder."""
+    (message,) = _traces_data(1, 0, per_message=100)
+    obj = proto_to_json(message)
+    spans = obj["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    target = next(i for i, s in enumerate(spans) if s["name"] == "execute_tool search")
+    odd = {"key": "odd", "value": bad}
+    attributes = spans[target]["attributes"]
+    spans[target]["attributes"] = [odd, *attributes] if where == "before" else [*attributes, odd]
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(orjson.dumps(obj) + b"\n")
+    result = Replayer(POLICY).analyse([str(path)])
+    assert result.spans == len(spans)
+    assert [(e.path, e.line) for e in result.errors] == [(str(path), 1)]
+    assert f"spans[{target}].attributes['odd']" in result.errors[0].message
+    assert reason in result.errors[0].message
+    agent_run = next(r for r in result.reports if r.attributes["agent"] == "a")
+    assert agent_run.tool_calls == 3  # the bad span is left out, its siblings are not
+
+
+@pytest.mark.parametrize("order", ["reversed", "shuffled"])
+def test_role_attributes_anywhere_in_the_list(tmp_path: Path, order: str) -> None:
+    """Role attributes listed last or anywhere: same runs and attributes as the full decoder."""
+    rng = random.Random(11)
+    lines = []
+    for message in _traces_data(3, 4):
+        obj = proto_to_json(message)
+        for span in obj["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+            attributes = span.get("attributes", [])
+            if order == "reversed":
+                attributes.reverse()
+            else:
+                rng.shuffle(attributes)
+        lines.append(orjson.dumps(obj) + b"\n")
+    path = tmp_path / "spans.jsonl"
+    path.write_bytes(b"".join(lines))
+    result = Replayer(POLICY).analyse([str(path)])
+    expected = analyse_spans(_records("json", path), POLICY)
+    assert result.errors == []
+    assert _runs(result.reports) == _runs(r for t in expected.values() for r in t.reports)
+    assert _by_span(result.traces) == _by_span(expected)
+    assert sum(r["tool_calls"] for r in _runs(result.reports)) == 3 * 8  # MCP spans nest
+
+
+def test_add_tool_keeps_what_add_keeps() -> None:
+    """A tool call handed over by add_tool() is analysed exactly as its SpanRecord by add()."""
+    conventions = Conventions()
+    by_record = TraceAnalyzer("t", POLICY, conventions)
+    by_call = TraceAnalyzer("t", POLICY, conventions)
+    agent = SpanRecord(
+        "t", "a" * 16, None, "invoke_agent x", 0, 99, {"gen_ai.operation.name": "invoke_agent"}
+    )
+    by_record.add(agent)
+    by_call.add(agent)
+    for i in range(4):
+        status = 2 if i == 3 else 0
+        record = SpanRecord(
+            "t", f"{i + 1:016x}", "a" * 16, "execute_tool s", 10 + i, 11 + i, _tool("s"), status
+        )
+        by_record.add(record)
+        by_call.add_tool(
+            conventions.tool_call_from(
+                record.attributes, record.name, record.span_id, 10 + i, 11 + i, status
+            ),
+            record.parent_span_id,
+        )
+    # A parentless tool span may be the trace's root: both ways know it.
+    root = SpanRecord("u", "b" * 16, None, "execute_tool s", 5, 6, _tool("s"))
+    by_record.add(root)
+    by_call.add_tool(
+        conventions.tool_call_from(root.attributes, root.name, root.span_id, 5, 6, 0), None
+    )
+    assert by_call.spans == by_record.spans == 6
+    expected, got = by_record.analyse(), by_call.analyse()
+    assert _runs(got.reports) == _runs(expected.reports)
+    assert got.attributes == expected.attributes
+    assert got.events == expected.events
+    assert [r.tool_calls for r in got.reports] == [4, 1]
