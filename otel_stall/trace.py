@@ -35,7 +35,7 @@ from otel_stall.enrich import (
     tool_span_attributes,
 )
 from otel_stall.policy import StallPolicy
-from otel_stall.records import ABSENT, Finding, RunReport, ToolCall
+from otel_stall.records import ABSENT, Finding, RunReport, ToolCall, unfrozen_twin
 from otel_stall.signature import Digests
 
 _NESTED: Final = "\x00nested"
@@ -47,6 +47,7 @@ _OTHER: Final = Role.OTHER
 _TOOL: Final = Role.TOOL
 _MODEL: Final = Role.MODEL
 _set = object.__setattr__
+_TwinToolCall: Final[Any] = unfrozen_twin(ToolCall)
 _intern = sys.intern
 
 
@@ -191,7 +192,8 @@ class TraceAnalyzer:
 
         For a caller that builds the call from the span's parts
         (:meth:`Conventions.tool_call_from`) without a :class:`SpanRecord`;
-        ``call.span_id`` must be set. The call's payloads are hashed and dropped.
+        ``call.span_id`` must be set. The payloads are hashed, and a copy without
+        them is kept: the caller's record is left as it was.
         """
         self.spans += 1
         span_id = call.span_id
@@ -205,15 +207,21 @@ class TraceAnalyzer:
                 )
         else:
             parent = _intern(parent)
-        self._keep_tool(span_id, call, parent)
+        self._keep_tool(span_id, call, parent, owned=False)
 
-    def _keep_tool(self, span_id: str, call: ToolCall, parent: str | None) -> None:
+    def _keep_tool(
+        self, span_id: str, call: ToolCall, parent: str | None, *, owned: bool = True
+    ) -> None:
+        """Sign the call and keep it without its payloads (``owned``: ours to change)."""
         digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
-        # Payloads are hashed: drop them from the (not yet shared) frozen record, as
-        # its own __init__ sets fields, and share one copy of each tool name.
-        _set(call, "arguments", ABSENT)
-        _set(call, "result", ABSENT)
-        _set(call, "tool", _intern(call.tool))
+        if owned:
+            # Made by this analyzer and shared with no one yet: drop the payloads from
+            # the frozen record in place, as its own __init__ sets fields.
+            _set(call, "arguments", ABSENT)
+            _set(call, "result", ABSENT)
+            _set(call, "tool", _intern(call.tool))
+        else:
+            call = _payload_free(call)
         if self._tools is None:
             self._tools = {}
         self._tools[span_id] = (call, digests, parent)
@@ -345,6 +353,26 @@ class TraceAnalyzer:
                 SpanEvent(StallEventAttributes.EVENT_NAME, t, finding_event_attributes(f))
                 for t, f in fired
             ]
+
+
+def _payload_free(call: ToolCall) -> ToolCall:
+    """A copy of ``call`` without its payloads, built through the record's twin."""
+    bare: ToolCall = _TwinToolCall(
+        _intern(call.tool),
+        ABSENT,
+        ABSENT,
+        call.status,
+        call.run_key,
+        call.seq,
+        call.call_id,
+        call.span_id,
+        call.start_ns,
+        call.end_ns,
+        call.exempt,
+        call.approval,
+    )
+    bare.__class__ = ToolCall
+    return bare
 
 
 class _Ancestry:

@@ -22,6 +22,7 @@ from otel_stall.conventions import Conventions, CustomConvention, Role, SpanReco
 from otel_stall.otlp.decode import spans_from_json, spans_from_proto
 from otel_stall.otlp.encode import proto_to_json, python_to_any_value
 from otel_stall.policy import StallPolicy
+from otel_stall.records import ToolCall
 from otel_stall.replay import Replayer, ReplayResult
 from otel_stall.report import run_json
 from otel_stall.trace import TraceAnalyzer, TraceResult, analyse_spans
@@ -371,3 +372,13 @@ def test_add_tool_keeps_what_add_keeps() -> None:
     assert got.attributes == expected.attributes
     assert got.events == expected.events
     assert [r.tool_calls for r in got.reports] == [4, 1]
+
+
+def test_add_tool_leaves_the_callers_record_as_it_was() -> None:
+    """add_tool() keeps a payload-free copy; the ToolCall it was given keeps its payloads."""
+    analyzer = TraceAnalyzer("t", POLICY, Conventions())
+    call = ToolCall("search", '{"q": 1}', '{"hits": []}', span_id="c" * 16)
+    analyzer.add_tool(call, None)
+    assert (call.arguments, call.result) == ('{"q": 1}', '{"hits": []}')
+    (report,) = analyzer.analyse().reports
+    assert [row.tool for row in report.ledger] == ["search"]
