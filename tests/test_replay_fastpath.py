@@ -210,11 +210,21 @@ def test_bad_value_on_a_plain_span_is_still_reported(
     tmp_path: Path, bad: dict[str, Any], reason: str
 ) -> None:
     """A plain span's attribute values are not kept, but a bad one is reported as before."""
+    result = _replay_with_bad_value(tmp_path, "GET /health", bad, reason, "after")
+    assert len(result.reports) == 2  # the trace's other spans are still analysed
+
+
+def _replay_with_bad_value(
+    tmp_path: Path, span_name: str, bad: dict[str, Any], reason: str, where: str
+) -> ReplayResult:
+    """Replay a message whose span ``span_name`` has a bad value; check the one error."""
     (message,) = _traces_data(1, 0, per_message=100)
     obj = proto_to_json(message)
     spans = obj["resourceSpans"][0]["scopeSpans"][0]["spans"]
-    target = next(i for i, s in enumerate(spans) if s["name"] == "GET /health")
-    spans[target]["attributes"].append({"key": "odd", "value": bad})
+    target = next(i for i, s in enumerate(spans) if s["name"] == span_name)
+    odd = {"key": "odd", "value": bad}
+    attributes = spans[target]["attributes"]
+    spans[target]["attributes"] = [odd, *attributes] if where == "before" else [*attributes, odd]
     path = tmp_path / "bad.jsonl"
     path.write_bytes(orjson.dumps(obj) + b"\n")
     result = Replayer(POLICY).analyse([str(path)])
@@ -222,7 +232,7 @@ def test_bad_value_on_a_plain_span_is_still_reported(
     assert [(e.path, e.line) for e in result.errors] == [(str(path), 1)]
     assert f"spans[{target}].attributes['odd']" in result.errors[0].message
     assert reason in result.errors[0].message
-    assert len(result.reports) == 2  # the trace's other spans are still analysed
+    return result
 
 
 def _chain(ids: dict[str, str]) -> list[SpanRecord]:
@@ -296,20 +306,7 @@ def test_bad_value_on_a_tool_span_is_still_reported(
     tmp_path: Path, where: str, bad: dict[str, Any], reason: str
 ) -> None:
     """A bad value before or after a tool span's role key is reported as by the full decoder."""
-    (message,) = _traces_data(1, 0, per_message=100)
-    obj = proto_to_json(message)
-    spans = obj["resourceSpans"][0]["scopeSpans"][0]["spans"]
-    target = next(i for i, s in enumerate(spans) if s["name"] == "execute_tool search")
-    odd = {"key": "odd", "value": bad}
-    attributes = spans[target]["attributes"]
-    spans[target]["attributes"] = [odd, *attributes] if where == "before" else [*attributes, odd]
-    path = tmp_path / "bad.jsonl"
-    path.write_bytes(orjson.dumps(obj) + b"\n")
-    result = Replayer(POLICY).analyse([str(path)])
-    assert result.spans == len(spans)
-    assert [(e.path, e.line) for e in result.errors] == [(str(path), 1)]
-    assert f"spans[{target}].attributes['odd']" in result.errors[0].message
-    assert reason in result.errors[0].message
+    result = _replay_with_bad_value(tmp_path, "execute_tool search", bad, reason, where)
     agent_run = next(r for r in result.reports if r.attributes["agent"] == "a")
     assert agent_run.tool_calls == 3  # the bad span is left out, its siblings are not
 
