@@ -36,6 +36,7 @@ __all__ = [
     "json_list",
     "proto_id_error",
     "proto_ids_fit",
+    "record_from_proto_span",
     "span_from_json",
     "spans_from_json",
     "spans_from_proto",
