@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -175,3 +176,35 @@ def test_empty_file_has_no_spans_and_no_errors(tmp_path: Path) -> None:
     path.write_bytes(b"")
     result = replay(str(path))
     assert (result.spans, result.errors, result.reports) == (0, [], [])
+
+
+class Pipe(io.RawIOBase):
+    """A stream that cannot seek, like stdin from a pipe: sniffed bytes must be put back."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._data.readinto(buffer)
+
+
+def _spans(units: list[Any]) -> list[Any]:
+    return [u.proto if u.proto is not None else u.json for u in units]
+
+
+@pytest.mark.parametrize("path", FORMATS, ids=lambda p: p.name)
+def test_a_file_and_a_pipe_give_the_same_units(path: Path) -> None:
+    """Whether sniffing seeks back in a file or wraps a pipe, the same messages come out."""
+    file_errors: list[Any] = []
+    pipe_errors: list[Any] = []
+    with path.open("rb") as f:
+        from_file = list(read_units(str(path), f, file_errors))
+    pipe = io.BufferedReader(Pipe(path.read_bytes()))
+    from_pipe = list(read_units(str(path), pipe, pipe_errors))
+    assert from_file
+    assert [u.format for u in from_file] == [u.format for u in from_pipe]
+    assert _spans(from_file) == _spans(from_pipe)
+    assert file_errors == pipe_errors == []

@@ -165,6 +165,21 @@ def open_input(path: str, progress: Progress | None = None) -> IO[bytes]:
     return io.BufferedReader(_Counting(raw, progress), 1 << 16)
 
 
+def _put_back(consumed: bytes, stream: Any) -> IO[bytes]:
+    """``stream`` as if ``consumed``, just read from it, had not been.
+
+    A plain file seeks back, so the reads after sniffing copy nothing extra;
+    stdin, decompressors and a progress-counting stream get a wrapper instead.
+    """
+    if isinstance(stream, io.BufferedReader) and isinstance(stream.raw, io.FileIO):
+        try:
+            stream.seek(-len(consumed), io.SEEK_CUR)
+            return stream
+        except (OSError, ValueError):  # a pipe or a terminal behind the file object
+            pass
+    return io.BufferedReader(_Prefixed(consumed, stream), 1 << 16)
+
+
 def _read_head(stream: IO[bytes], size: int) -> bytes:
     chunks = []
     left = size
@@ -208,7 +223,7 @@ def read_units(path: str, stream: IO[bytes], errors: list[InputError]) -> Iterat
         return
     if content is None:
         return
-    body = io.BufferedReader(_Prefixed(head, content), 1 << 16)
+    body = _put_back(head, content)
     try:
         yield from _dispatch(path, head, body, errors)
     except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
@@ -224,7 +239,7 @@ def _dispatch(path: str, head: bytes, body: IO[bytes], errors: list[InputError])
         yield from _proto_units(path, body, errors)
         return
     first_line = body.readline()  # whole, however long: a 512-span message is ~0.5 MB
-    body = io.BufferedReader(_Prefixed(first_line, body), 1 << 16)
+    body = _put_back(first_line, body)
     try:
         first = orjson.loads(first_line)
     except orjson.JSONDecodeError:
