@@ -63,6 +63,7 @@ from otel_stall.conventions import (
     STATUS_UNSET,
     Conventions,
     Role,
+    SpanRecord,
     is_agent_span_name,
 )
 from otel_stall.detector import RunDetector
@@ -149,13 +150,18 @@ class StallSpanProcessor(SpanProcessor):
         self._starting = tuple(p for p in self._downstream if not _is_noop(type(p).on_start))
         self._ending = tuple(p for p in self._downstream if not _is_noop(type(p)._on_ending))
         """Downstream hooks that do something. The SDK's batch and simple processors
-        implement both as ``pass``: relaying those would be a third of a plain span's cost."""
+        implement both as ``pass``: relaying those costs as much as the role check."""
         self._metrics = StallMetrics(meter_provider)
         self._enabled = settings.enabled
         self._redact = settings.redact
         self._live_events = settings.live_events
         self._role = self.conventions.role
-        self._tool_call = self.conventions.tool_call_from
+        # Tool calls straight from the span's parts, unless a subclass makes them its own way.
+        self._tool_call = (
+            self.conventions.tool_call_from
+            if type(self.conventions).tool_call is Conventions.tool_call
+            else None
+        )
         self._role_keys = ROLE_KEYS | {c.role_key for c in self.conventions.custom}
         self._signer = self.policy.signer
         custom_payload = {
@@ -457,15 +463,26 @@ class StallSpanProcessor(SpanProcessor):
         if run is None:
             return None
         status = span.status
-        call = self._tool_call(
-            attributes,
-            span.name,
-            format(ctx.span_id, "016x"),
-            span.start_time or 0,
-            span.end_time or 0,
-            _status_code(status.status_code),
-            run.run_key,
-        )
+        name, span_id = span.name, format(ctx.span_id, "016x")
+        start, end = span.start_time or 0, span.end_time or 0
+        code = _status_code(status.status_code)
+        if self._tool_call is not None:
+            call = self._tool_call(attributes, name, span_id, start, end, code, run.run_key)
+        else:  # a Conventions subclass with its own tool_call: it gets the SpanRecord
+            parent = span.parent
+            parent_id = None if parent is None else format(parent.span_id, "016x")
+            record = SpanRecord(
+                run.run_key[0],
+                span_id,
+                parent_id,
+                name,
+                start,
+                end,
+                attributes,
+                code,
+                status.description or "",
+            )
+            call = self.conventions.tool_call(record, run.run_key)
         digests = self._signer.sign(call.tool, call.arguments, call.result, call.status)
         with run.lock:
             if run.closed:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from stall_pipeline import STYLE_IDS, STYLES, Agent, Call, Style, events, make_pipeline, stall
 
 from otel_stall.attributes import StallAttributes as S
+from otel_stall.conventions import Conventions, SpanRecord
+from otel_stall.records import RunKey, ToolCall
 
 SEARCH = Call("search", {"query": "quarterly report", "limit": 5}, {"hits": ["doc-1", "doc-2"]})
 # Why these actions: seq 2 re-runs an executed call (duplicate_call: refuse); the third
@@ -200,3 +204,22 @@ def test_absent_result_has_no_digest() -> None:
     assert all(S.RESULT_DIGEST not in r for r in rows)
     assert [r[S.NEW_FACT] for r in rows] == [True, True]
     assert [r[S.SEQ] for r in rows] == [1, 2]
+
+
+class _ToolsAreExempt(Conventions):
+    """A subclass with its own tool_call: every call is exempt (polling tools, say)."""
+
+    def tool_call(self, span: SpanRecord, run_key: RunKey = None) -> ToolCall:
+        return replace(super().tool_call(span, run_key), exempt=True)
+
+
+@pytest.mark.parametrize("conventions", [Conventions(), _ToolsAreExempt()], ids=["base", "own"])
+def test_a_conventions_subclass_makes_its_own_tool_calls(conventions: Conventions) -> None:
+    """A Conventions subclass that overrides tool_call() is used live, not bypassed."""
+    pipe = make_pipeline(conventions=conventions)
+    agent = Agent(pipe.tracer, STYLES[0])
+    with agent.run():
+        for _ in range(5):
+            agent.round(Call("poll", {"job": 1}, {"state": "running"}))
+    exempt = isinstance(conventions, _ToolsAreExempt)
+    assert (pipe.findings == []) is exempt
