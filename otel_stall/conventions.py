@@ -243,6 +243,15 @@ class Conventions:
             run_key,
         )
 
+    @property
+    def builds_calls_from_parts(self) -> bool:
+        """Whether :meth:`tool_call_from` makes the same calls as :meth:`tool_call`.
+
+        True unless a subclass overrides :meth:`tool_call`: that subclass's own
+        rule then needs the :class:`SpanRecord`, and callers must build one.
+        """
+        return type(self).tool_call is Conventions.tool_call
+
     def tool_call_from(
         self,
         attrs: Mapping[str, Any],

@@ -75,9 +75,7 @@ class Intake:
         self._interest = _role_keys(conventions)
         # Tool spans skip the SpanRecord, unless a subclass makes its calls its own way.
         self._tool_call_from = (
-            conventions.tool_call_from
-            if type(conventions).tool_call is Conventions.tool_call
-            else None
+            conventions.tool_call_from if conventions.builds_calls_from_parts else None
         )
         # Most likely first: the scan of a message stops at the first key found.
         self._interest_bytes = tuple(

@@ -158,9 +158,7 @@ class StallSpanProcessor(SpanProcessor):
         self._role = self.conventions.role
         # Tool calls straight from the span's parts, unless a subclass makes them its own way.
         self._tool_call = (
-            self.conventions.tool_call_from
-            if type(self.conventions).tool_call is Conventions.tool_call
-            else None
+            self.conventions.tool_call_from if self.conventions.builds_calls_from_parts else None
         )
         self._role_keys = ROLE_KEYS | {c.role_key for c in self.conventions.custom}
         self._signer = self.policy.signer

@@ -46,7 +46,6 @@ _MAX_HOPS: Final = 10_000
 _OTHER: Final = Role.OTHER
 _TOOL: Final = Role.TOOL
 _MODEL: Final = Role.MODEL
-_set = object.__setattr__
 _TwinToolCall: Final[Any] = unfrozen_twin(ToolCall)
 _intern = sys.intern
 
@@ -150,16 +149,8 @@ class TraceAnalyzer:
         ``role`` is what this analyzer's ``conventions.role`` says of the span's
         attributes, if the caller has asked already.
         """
-        self.spans += 1
         span_id = span.span_id
-        parent = span.parent_span_id or None
-        if parent is None:
-            if self._root_id is None or span.start_ns < self._root_start:
-                self._root_id, self._root_start = span_id, span.start_ns
-                self._root_end = span.end_ns
-        elif type(parent) is str:
-            # Most of a run's spans share one parent, the agent span: keep one copy of its id.
-            parent = _intern(parent)
+        parent = self._place(span_id, span.parent_span_id or None, span.start_ns, span.end_ns)
         if role is None:
             role = self.conventions.role(span.attributes)
         if role is _OTHER:
@@ -195,36 +186,27 @@ class TraceAnalyzer:
         ``call.span_id`` must be set. The payloads are hashed, and a copy without
         them is kept: the caller's record is left as it was.
         """
-        self.spans += 1
         span_id = call.span_id
         assert span_id is not None
-        if parent is None:
-            if self._root_id is None or call.start_ns < self._root_start:
-                self._root_id, self._root_start, self._root_end = (
-                    span_id,
-                    call.start_ns,
-                    call.end_ns,
-                )
-        else:
-            parent = _intern(parent)
-        self._keep_tool(span_id, call, parent, owned=False)
+        parent = self._place(span_id, parent, call.start_ns, call.end_ns)
+        self._keep_tool(span_id, call, parent)
 
-    def _keep_tool(
-        self, span_id: str, call: ToolCall, parent: str | None, *, owned: bool = True
-    ) -> None:
-        """Sign the call and keep it without its payloads (``owned``: ours to change)."""
+    def _keep_tool(self, span_id: str, call: ToolCall, parent: str | None) -> None:
+        """Sign the call, then keep a copy of it without its payloads."""
         digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
-        if owned:
-            # Made by this analyzer and shared with no one yet: drop the payloads from
-            # the frozen record in place, as its own __init__ sets fields.
-            _set(call, "arguments", ABSENT)
-            _set(call, "result", ABSENT)
-            _set(call, "tool", _intern(call.tool))
-        else:
-            call = _payload_free(call)
         if self._tools is None:
             self._tools = {}
-        self._tools[span_id] = (call, digests, parent)
+        self._tools[span_id] = (_payload_free(call), digests, parent)
+
+    def _place(self, span_id: str, parent: str | None, start_ns: int, end_ns: int) -> str | None:
+        """Count a span, note it if it may be the trace's root, and share its parent's id."""
+        self.spans += 1
+        if parent is None:
+            if self._root_id is None or start_ns < self._root_start:
+                self._root_id, self._root_start, self._root_end = span_id, start_ns, end_ns
+            return None
+        # Most of a run's spans share one parent, the agent span: keep one copy of its id.
+        return _intern(parent) if type(parent) is str else parent
 
     def add_link(self, link: bytes) -> None:
         """Take a plain span that has a parent: 16 raw bytes, its span id then its parent's.
@@ -241,21 +223,14 @@ class TraceAnalyzer:
         Only its place is kept (the detector reads nothing else from a model
         call), so a caller need not decode the rest of its attributes.
         """
-        self.spans += 1
-        if parent is None:
-            if self._root_id is None or start_ns < self._root_start:
-                self._root_id, self._root_start, self._root_end = span_id, start_ns, end_ns
-        else:
-            parent = _intern(parent)
+        parent = self._place(span_id, parent, start_ns, end_ns)
         if self._models is None:
             self._models = {}
         self._models[span_id] = (start_ns, parent)
 
     def add_plain_root(self, span_id: str, start_ns: int, end_ns: int) -> None:
         """Take a plain span without a parent (it may be the trace's run span)."""
-        self.spans += 1
-        if self._root_id is None or start_ns < self._root_start:
-            self._root_id, self._root_start, self._root_end = span_id, start_ns, end_ns
+        self._place(span_id, None, start_ns, end_ns)
 
     @property
     def run_span_ids(self) -> frozenset[str]:
