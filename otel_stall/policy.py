@@ -122,6 +122,8 @@ class StallPolicy:
         DEFAULT_VOLATILE_KEYS, "VOLATILE_KEYS", parse_volatile_keys, "'ts,nonce' or '+extra_key'"
     )
     scrub_values: bool = env_field(False, "SCRUB_VALUES", parse_bool, "true or false")
+    native: bool = env_field(True, "NATIVE", parse_bool, "true or false")
+    """Sign with the compiled canonicaliser where built. Off: the same digests, slower."""
     signer: Signer = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -135,7 +137,7 @@ class StallPolicy:
         set_(self, "duplicate_mode", DuplicateMode(self.duplicate_mode))
         set_(self, "volatile_keys", parse_volatile_keys(self.volatile_keys))
         self._validate()
-        normaliser = Normaliser(self.volatile_keys, self.scrub_values)
+        normaliser = Normaliser(self.volatile_keys, self.scrub_values, native=self.native)
         set_(self, "signer", Signer(normaliser))
 
     def _validate(self) -> None:

@@ -34,6 +34,24 @@ import xxhash
 
 from otel_stall.records import ABSENT, Status, unfrozen_twin
 
+
+def _not_built(raw: bytes, volatile: tuple[bytes, ...], temp_roots: bool, /) -> None:
+    """Stands in for the compiled canonicaliser where it is not built; never called then."""
+
+
+try:
+    from otel_stall._canon import canonical as _native_canonical
+except ImportError:  # not built (no compiler at install time): the Python path does it all
+    _native_canonical = _not_built
+
+NATIVE_AVAILABLE: Final = _native_canonical is not _not_built
+"""Whether the compiled canonicaliser (``otel_stall._canon``) is built here.
+
+It is an accelerator only. It gives the very bytes the Python path gives, and
+hands anything it does not know (temp paths, escapes, floats that orjson
+writes with an exponent, big integers) back to the Python path.
+"""
+
 DEFAULT_VOLATILE_KEYS: Final[tuple[str, ...]] = (
     "ts",
     "timestamp",
@@ -60,6 +78,8 @@ _MAX_TEXT_PASSES: Final = 4
 _INT_MIN: Final = -(1 << 63)
 _INT_END: Final = 1 << 64
 _KEY_CACHE_ENTRIES: Final = 1024
+_NATIVE_MAX_KEYS: Final = 64
+"""More volatile names than the compiled path holds: the Python path does it."""
 
 
 class Content(str, enum.Enum):
@@ -137,6 +157,8 @@ def _temp_dir_patterns() -> re.Pattern[str]:
 
 
 _TMP_DIR = _temp_dir_patterns()
+_STANDARD_TEMP_ROOTS: Final = _local_temp_dir() in ("/tmp", "/var/tmp")
+"""``_TMP_DIR`` has only the built-in roots, which the compiled path also knows."""
 
 _LOCAL_TEMP_TEXT: Final = _local_temp_dir().lower()
 
@@ -234,6 +256,8 @@ class Normaliser:
     """Key names or glob patterns (``*_at``), matched case-insensitively at any depth."""
     scrub_values: bool = False
     """Replace UUIDs and ISO-8601 timestamps inside strings. Off: it can make false loops."""
+    native: bool = field(default=True, compare=False)
+    """Use the compiled canonicaliser where it is built. Off gives the same bytes, slower."""
     _exact: frozenset[str] = field(init=False, repr=False, compare=False)
     _globs: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _keys: re.Pattern[bytes] | None = field(init=False, repr=False, compare=False)
@@ -241,6 +265,8 @@ class Normaliser:
     _keys_folded: bool = field(init=False, repr=False, compare=False)
     _volatile: dict[str, bool] = field(init=False, repr=False, compare=False)
     """Key -> dropped? Keys repeat across payloads; bounded, and safe to share between threads."""
+    _native_keys: tuple[bytes, ...] | None = field(init=False, repr=False, compare=False)
+    """The volatile names for the compiled path, or ``None`` where only Python knows the rules."""
 
     def __post_init__(self) -> None:
         keys = tuple(k.lower() for k in self.volatile_keys)
@@ -251,6 +277,15 @@ class Normaliser:
         set_(self, "_volatile", {})
         set_(self, "_globs", globs)
         names = [k.encode() for k in sorted(exact) if _plain_key(k)]
+        native = (
+            self.native
+            and NATIVE_AVAILABLE
+            and not self.scrub_values
+            and not globs
+            and len(names) == len(exact) <= _NATIVE_MAX_KEYS
+            and _TEMP_TRUST == _TRUST_ALWAYS
+        )
+        set_(self, "_native_keys", tuple(names) if native else None)
         if not globs and names and len(names) == len(exact):
             # Plain names: found in the folded bytes, where ``"ts":`` reads
             # `` ts :``, by a regex tried at each colon only.
@@ -278,6 +313,30 @@ class Normaliser:
 
         Bytes are ``None`` when the content is absent or cannot be fingerprinted.
         """
+        if type(value) is str and self._native_keys is not None:
+            try:
+                utf8 = value.encode()
+            except UnicodeEncodeError:  # a lone surrogate: for the Python path
+                return self._canonical(value)
+            return self.canonical_text(value, utf8)
+        return self._canonical(value)
+
+    def canonical_text(self, text: str, utf8: bytes) -> tuple[bytes | None, Content]:
+        """:meth:`canonical` of ``text``, given also as strict UTF-8 (``text.encode()``).
+
+        The signer has these bytes already, for its cache key. The compiled path
+        reads them in one pass and builds no Python objects; whatever it hands
+        back (``None``) takes the Python path.
+        """
+        keys = self._native_keys
+        if keys is not None:
+            done = _native_canonical(utf8, keys, _STANDARD_TEMP_ROOTS)
+            if done is not None:
+                return done[0], _EMPTY if done[1] else _PRESENT
+        return self._canonical(text)
+
+    def _canonical(self, value: Any) -> tuple[bytes | None, Content]:
+        """The Python path: parse, re-serialise sorted in C, walk only when a scan says so."""
         if value is ABSENT:
             return None, Content.ABSENT
         if type(value) is str:  # _decode's common case, inline
@@ -607,6 +666,9 @@ re-serialisation and a scan. Entries hold digests, not payloads: the memory
 is bounded by the entry count whatever the payload size.
 """
 
+_PRESENT: Final = Content.PRESENT
+_EMPTY: Final = Content.EMPTY
+_TEMP_ROOTS: Final = _STANDARD_TEMP_ROOTS
 _key = xxhash.xxh3_128_digest
 """128 bits, as bytes: half the cost of the same hash as an int (building a 128-bit int)."""
 _TwinDigests: Final[Any] = unfrozen_twin(Digests)
@@ -631,25 +693,37 @@ class Signer:
         object.__setattr__(self, "_results", {})
 
     def sign(self, tool: str, arguments: Any, result: Any, status: Status | str) -> Digests:
-        """Hash (tool, arguments), the result, and (tool, arguments, result, status)."""
+        """Hash (tool, arguments), the result, and (tool, arguments, result, status).
+
+        JSON text, the common case, is inlined: a cache look-up on a hash of
+        its bytes, then the compiled canonicaliser on those same bytes.
+        """
+        normaliser = self.normaliser
+        native = normaliser._native_keys
         if type(arguments) is str:
             calls = self._calls
             try:  # the default error handler is the fast one; lone surrogates are rare
                 raw = arguments.encode()
             except UnicodeEncodeError:
                 raw = arguments.encode("utf-8", "surrogatepass")
+                native = None  # not valid UTF-8: for the Python path only
             key = (tool, _key(raw))
             cached = calls.get(key)
             if cached is None:  # _call_signature, inline: this is every new payload's path
-                blob, content = self.normaliser.canonical(arguments)
+                done = None if native is None else _native_canonical(raw, native, _TEMP_ROOTS)
+                if done is not None:
+                    blob: bytes | None = done[0]
+                    content = _EMPTY if done[1] else _PRESENT
+                else:
+                    blob, content = normaliser._canonical(arguments)
                 if blob is None:
                     blob = _ABSENT_MARK if content is Content.ABSENT else _UNKNOWN_MARK
-                tool_bytes = tool.encode("utf-8", "surrogatepass")
-                cached = _hash(tool_bytes + b"\x1f" + blob), content
+                cached = _hash(tool.encode("utf-8", "surrogatepass") + b"\x1f" + blob), content
                 if len(calls) >= CACHE_ENTRIES:
                     calls.clear()
                 calls[key] = cached
             call_signature, args_content = cached
+            native = normaliser._native_keys
         else:
             call_signature, args_content = self._call_signature(tool, arguments)
         if type(result) is str:
@@ -658,15 +732,20 @@ class Signer:
                 raw = result.encode()
             except UnicodeEncodeError:
                 raw = result.encode("utf-8", "surrogatepass")
+                native = None
             rkey = _key(raw)
-            done = results.get(rkey)
-            if done is None:  # _result_digest, inline
-                blob, content = self.normaliser.canonical(result)
-                done = (None if blob is None else _hash(blob)), content
+            done_result = results.get(rkey)
+            if done_result is None:  # _result_digest, inline
+                done = None if native is None else _native_canonical(raw, native, _TEMP_ROOTS)
+                if done is not None:
+                    done_result = _hash(done[0]), _EMPTY if done[1] else _PRESENT
+                else:
+                    blob, content = normaliser._canonical(result)
+                    done_result = (None if blob is None else _hash(blob)), content
                 if len(results) >= CACHE_ENTRIES:
                     results.clear()
-                results[rkey] = done
-            result_digest, result_content = done
+                results[rkey] = done_result
+            result_digest, result_content = done_result
         else:
             result_digest, result_content = self._result_digest(result)
         if type(status) is not str and not isinstance(status, Status):

@@ -51,6 +51,7 @@ def test_defaults_follow_the_references() -> None:
             id="mode",
         ),
         pytest.param({"OTEL_STALL_SCRUB_VALUES": "yes"}, {}, "scrub_values", True, id="bool"),
+        pytest.param({"OTEL_STALL_NATIVE": "off"}, {}, "native", False, id="native-off"),
         pytest.param(
             {"OTEL_STALL_EXEMPT_TOOLS": "poll, wait_*"},
             {},

@@ -1,0 +1,1194 @@
+/*
+ * otel_stall._canon: the signer's fast path in one pass, in C.
+ *
+ * canonical(raw, volatile, temp_roots) reads JSON text (UTF-8 bytes from str.encode) and
+ * writes the bytes that the Python normaliser would hash for it: volatile
+ * keys dropped, runs of whitespace in strings collapsed, keys sorted, compact.
+ * It also says whether the value is structurally empty. It builds no Python
+ * objects along the way, which is where the time goes in orjson.loads.
+ *
+ * It is an accelerator, not a second definition: whenever the Python rules
+ * would do more than this file knows (a temp path in non-ASCII text, a \u escape,
+ * a non-ASCII space, a float that orjson writes with an exponent, a big
+ * integer, a duplicate key, deep nesting, text that is not JSON), it returns
+ * None and the caller takes the Python path. tests/test_signature_native.py
+ * checks that both give the same bytes.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
+#include <emmintrin.h>
+#define HAVE_SSE2 1
+#endif
+
+#define MAX_DEPTH 128   /* deeper values take the Python path */
+#define MAX_VOLATILE 64 /* more volatile key names than this: Python path */
+#define MAX_NUMBER 64   /* longer number texts: Python path */
+
+typedef enum { OK = 0, BAIL = 1, FAIL = -1 } Outcome;
+
+typedef struct {
+    Py_ssize_t key;   /* offset of the key's first byte, after the quote */
+    Py_ssize_t klen;  /* key length in bytes */
+    Py_ssize_t start; /* offset of the member text: "key":value */
+    Py_ssize_t len;
+} Member;
+
+#define STACK_OUT 4096   /* output bytes kept on the C stack: most payloads need no malloc */
+#define STACK_MEMBERS 64 /* open object members kept on the C stack */
+
+typedef struct {
+    const unsigned char *p;
+    const unsigned char *end; /* *end is NUL: Python's bytes always end in one */
+    char *out;
+    Py_ssize_t len, cap;
+    Member *members; /* a stack: each open object owns the entries from its base */
+    Py_ssize_t nmembers, capmembers;
+    Member *sorted; /* merge-sort scratch */
+    Py_ssize_t capsorted;
+    char *scratch; /* an object's member text while it is written back in order */
+    Py_ssize_t capscratch;
+    const char *volatile_names[MAX_VOLATILE];
+    Py_ssize_t volatile_lens[MAX_VOLATILE];
+    int nvolatile;
+    int temp_roots; /* the local temp dir is /tmp: the standard roots are all there is */
+    uint64_t volatile_lengths; /* bit k: a name of k bytes (bit 63: 63 or more) */
+    char out_stack[STACK_OUT];
+    char scratch_stack[STACK_OUT];
+    Member members_stack[STACK_MEMBERS];
+    Member sorted_stack[STACK_MEMBERS];
+} State;
+
+static Outcome value(State *st, int depth, int *empty);
+
+/* Grows a buffer that starts on the C stack (``stack``) and moves to the heap. */
+static Outcome
+grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t item, void *stack)
+{
+    if (need <= *cap) {
+        return OK;
+    }
+    Py_ssize_t cap2 = *cap ? *cap : 64;
+    while (cap2 < need) {
+        cap2 *= 2;
+    }
+    void *more;
+    if (*buf == stack) {
+        more = PyMem_Malloc((size_t)cap2 * item);
+        if (more != NULL) {
+            memcpy(more, stack, (size_t)*cap * item);
+        }
+    }
+    else {
+        more = PyMem_Realloc(*buf, (size_t)cap2 * item);
+    }
+    if (more == NULL) {
+        PyErr_NoMemory();
+        return FAIL;
+    }
+    *buf = more;
+    *cap = cap2;
+    return OK;
+}
+
+static inline Outcome
+reserve(State *st, Py_ssize_t extra)
+{
+    if (st->len + extra <= st->cap) {
+        return OK;
+    }
+    void *buf = st->out;
+    Outcome r = grow(&buf, &st->cap, st->len + extra, 1, st->out_stack);
+    st->out = buf;
+    return r;
+}
+
+static inline void
+skip_space(State *st)
+{
+    if (*st->p > ' ') {
+        return; /* compact JSON: the usual case */
+    }
+    while (st->p < st->end &&
+           (*st->p == ' ' || *st->p == '\n' || *st->p == '\r' || *st->p == '\t')) {
+        st->p++;
+    }
+}
+
+static inline unsigned char
+lower(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+}
+
+/* Bytes that str.split() reads as whitespace, outside ASCII: U+0085, U+00A0,
+ * U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000. */
+static inline int
+unicode_space(const unsigned char *p, const unsigned char *end)
+{
+    Py_ssize_t left = end - p;
+    if (p[0] == 0xC2) {
+        return left >= 2 && (p[1] == 0x85 || p[1] == 0xA0);
+    }
+    if (left < 3) {
+        return 0;
+    }
+    if (p[0] == 0xE1) {
+        return p[1] == 0x9A && p[2] == 0x80;
+    }
+    if (p[0] == 0xE2) {
+        if (p[1] == 0x80) {
+            return p[2] <= 0x8A || p[2] == 0xA8 || p[2] == 0xA9 || p[2] == 0xAF;
+        }
+        return p[1] == 0x81 && p[2] == 0x9F;
+    }
+    if (p[0] == 0xE3) {
+        return p[1] == 0x80 && p[2] == 0x80;
+    }
+    return 0;
+}
+
+/* Whether canonical text may hold a temp dir or temp name: the markers that
+ * Python's _TEMP_MARK looks for, /t(mp|emp|/|end) and $tmpdir/, ignoring case. */
+static int
+temp_marker(const char *s, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] == '/' && i + 1 < n && lower((unsigned char)s[i + 1]) == 't') {
+            Py_ssize_t j = i + 2;
+            if (j == n || s[j] == '/') {
+                return 1;
+            }
+            if (j + 1 < n && lower((unsigned char)s[j]) == 'm' &&
+                lower((unsigned char)s[j + 1]) == 'p') {
+                return 1;
+            }
+            if (j + 2 < n && lower((unsigned char)s[j]) == 'e' &&
+                lower((unsigned char)s[j + 1]) == 'm' && lower((unsigned char)s[j + 2]) == 'p') {
+                return 1;
+            }
+        }
+        else if (s[i] == '$' && n - i >= 8) {
+            static const char mark[] = "$tmpdir/";
+            Py_ssize_t k = 1;
+            while (k < 8 && lower((unsigned char)s[i + k]) == (unsigned char)mark[k]) {
+                k++;
+            }
+            if (k == 8) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Byte classes. Python's bytes end in a NUL byte, which is a STOP, so the
+ * scanning loops need no bounds test: they stop there and check the end. */
+enum { PLAIN = 0, STOP, SPACE, QUOTE, ESCAPE, SLASH, DOLLAR, LEAD };
+static unsigned char string_class[256];
+static unsigned char key_class[256];
+
+static void
+init_classes(void)
+{
+    for (int c = 0; c < 0x20; c++) {
+        string_class[c] = key_class[c] = STOP;
+    }
+    string_class[' '] = SPACE;
+    string_class['"'] = key_class['"'] = QUOTE;
+    string_class['\\'] = key_class['\\'] = ESCAPE;
+    string_class['/'] = SLASH;
+    string_class['$'] = DOLLAR;
+    /* Lead bytes of the non-ASCII spaces (strings) and of U+0130 and U+212A
+     * (keys), which lower-case to ASCII: a volatile name in disguise. */
+    string_class[0xC2] = string_class[0xE1] = string_class[0xE2] = string_class[0xE3] = LEAD;
+    key_class[0xC4] = key_class[0xE2] = LEAD;
+}
+
+/* -- temp dirs: Python's _TMP_DIR and _TMP_NAME substitutions, for ASCII text -- */
+
+/* Whether s[i:] starts with the ASCII word ``w``, ignoring case. */
+static inline int
+starts_ci(const char *s, Py_ssize_t n, Py_ssize_t i, const char *w)
+{
+    for (; *w; w++, i++) {
+        if (i >= n || lower((unsigned char)s[i]) != (unsigned char)*w) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The end of a path segment ([^/]+) starting at i, or -1 if it is empty. */
+static inline Py_ssize_t
+segment(const char *s, Py_ssize_t n, Py_ssize_t i)
+{
+    Py_ssize_t j = i;
+    while (j < n && s[j] != '/') {
+        j++;
+    }
+    return j > i ? j : -1;
+}
+
+/* (?=/|$) after position j: the match ends at j, or it fails (-1). */
+static inline Py_ssize_t
+root_end(const char *s, Py_ssize_t n, Py_ssize_t j)
+{
+    return (j == n || s[j] == '/') ? j : -1;
+}
+
+/* /var/folders/X/Y/T from i, as in (?:/private)?/var/folders/[^/]+/[^/]+/T. */
+static Py_ssize_t
+macos_root(const char *s, Py_ssize_t n, Py_ssize_t i)
+{
+    if (!starts_ci(s, n, i, "/var/folders/")) {
+        return -1;
+    }
+    Py_ssize_t j = segment(s, n, i + 13);
+    if (j < 0 || j >= n) {
+        return -1;
+    }
+    j = segment(s, n, j + 1);
+    if (j < 0 || !starts_ci(s, n, j, "/t")) {
+        return -1;
+    }
+    return root_end(s, n, j + 2);
+}
+
+/* The end of a temp root that starts at i, tried in the regex's order, or -1. */
+static Py_ssize_t
+temp_root(const char *s, Py_ssize_t n, Py_ssize_t i)
+{
+    unsigned char before = i ? (unsigned char)s[i - 1] : ' ';
+    if ((before >= 'a' && before <= 'z') || (before >= 'A' && before <= 'Z') ||
+        (before >= '0' && before <= '9') || before == '_' || before == '.' || before == '$') {
+        return -1; /* (?<![\w.$]) */
+    }
+    Py_ssize_t j;
+    if (starts_ci(s, n, i, "/private") && (j = macos_root(s, n, i + 8)) >= 0) {
+        return j;
+    }
+    if ((j = macos_root(s, n, i)) >= 0) {
+        return j;
+    }
+    unsigned char c = (unsigned char)lower((unsigned char)s[i]);
+    if (c >= 'a' && c <= 'z' && starts_ci(s, n, i + 1, ":/users/")) {
+        j = segment(s, n, i + 9);
+        if (j >= 0 && starts_ci(s, n, j, "/appdata/local/temp") &&
+            (j = root_end(s, n, j + 19)) >= 0) {
+            return j;
+        }
+    }
+    if (starts_ci(s, n, i, "/var/tmp") && (j = root_end(s, n, i + 8)) >= 0) {
+        return j;
+    }
+    if (starts_ci(s, n, i, "/tmp")) {
+        return root_end(s, n, i + 4);
+    }
+    return -1;
+}
+
+/* $TMPDIR/tmpXXXXXXXX or $TMPDIR/pytest-of-U/pytest-N from i: the end, or -1. */
+static Py_ssize_t
+temp_name(const char *s, Py_ssize_t n, Py_ssize_t i)
+{
+    if (n - i < 8 || memcmp(s + i, "$TMPDIR/", 8) != 0) {
+        return -1;
+    }
+    Py_ssize_t j = i + 8;
+    if (n - j >= 11 && memcmp(s + j, "tmp", 3) == 0) {
+        Py_ssize_t k = 3;
+        while (k < 11 && ((s[j + k] >= 'a' && s[j + k] <= 'z') ||
+                          (s[j + k] >= '0' && s[j + k] <= '9') || s[j + k] == '_')) {
+            k++;
+        }
+        if (k == 11 && root_end(s, n, j + 11) >= 0) {
+            return j + 11;
+        }
+    }
+    if (n - j >= 10 && memcmp(s + j, "pytest-of-", 10) == 0) {
+        Py_ssize_t k = segment(s, n, j + 10);
+        if (k >= 0 && n - k >= 8 && memcmp(s + k, "/pytest-", 8) == 0) {
+            Py_ssize_t d = k + 8;
+            while (d < n && s[d] >= '0' && s[d] <= '9') {
+                d++;
+            }
+            if (d > k + 8) {
+                return root_end(s, n, d);
+            }
+        }
+    }
+    return -1;
+}
+
+/* One re.sub: every match of ``find`` in src[0:n] becomes ``with``. */
+typedef Py_ssize_t (*Finder)(const char *, Py_ssize_t, Py_ssize_t);
+
+static Py_ssize_t
+substitute(const char *src, Py_ssize_t n, char *dst, Finder find, const char *with, char first)
+{
+    Py_ssize_t w = 0, with_len = (Py_ssize_t)strlen(with);
+    for (Py_ssize_t i = 0; i < n;) {
+        Py_ssize_t end = -1;
+        if (src[i] == first || (first == '/' && i + 1 < n && src[i + 1] == ':')) {
+            end = find(src, n, i);
+        }
+        if (end > i) {
+            memcpy(dst + w, with, (size_t)with_len);
+            w += with_len;
+            i = end;
+        }
+        else {
+            dst[w++] = src[i++];
+        }
+    }
+    return w;
+}
+
+/* Python's gate before each pass (_no_temp_dir, with /tmp as the local temp
+ * dir): a "/t", and one of the temp markers. Without both, the pass is skipped,
+ * even for a "$TMPDIR/tmp..." name. */
+static int
+temp_gate(const char *s, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i + 1 < n; i++) {
+        if (s[i] == '/' && lower((unsigned char)s[i + 1]) == 't') {
+            return temp_marker(s, n);
+        }
+    }
+    return 0;
+}
+
+/* Rewrites the string content at out[at:at+*n] as Python's temp steps would,
+ * repeated to a fixed point (at most MAX_TEXT_PASSES). BAIL where only the
+ * Python rules know the answer: non-ASCII text (Unicode \w and case folds), an
+ * escaped quote, or a local temp dir other than /tmp. */
+#define MAX_TEXT_PASSES 4
+static Outcome
+temp_rewrite(State *st, Py_ssize_t at, Py_ssize_t *n)
+{
+    Py_ssize_t len = *n;
+    for (int pass = 0; pass < MAX_TEXT_PASSES; pass++) {
+        if (!temp_gate(st->out + at, len)) {
+            break; /* Python's _no_temp_dir: this pass changes nothing */
+        }
+        if (pass == 0) {
+            if (!st->temp_roots) {
+                return BAIL;
+            }
+            const char *s = st->out + at;
+            for (Py_ssize_t i = 0; i < len; i++) {
+                if ((unsigned char)s[i] >= 0x80 || s[i] == '\\') {
+                    return BAIL;
+                }
+            }
+        }
+        /* "/tmp" (4 bytes) becomes "$TMPDIR" (7): a pass at most doubles the text. */
+        Py_ssize_t cap = 2 * len + 16;
+        char *a = PyMem_Malloc((size_t)cap), *b = PyMem_Malloc((size_t)cap);
+        if (a == NULL || b == NULL) {
+            PyMem_Free(a);
+            PyMem_Free(b);
+            PyErr_NoMemory();
+            return FAIL;
+        }
+        Py_ssize_t m = substitute(st->out + at, len, a, temp_root, "$TMPDIR", '/');
+        m = substitute(a, m, b, temp_name, "$TMPDIR/*", '$');
+        int same = m == len && memcmp(b, st->out + at, (size_t)m) == 0;
+        Outcome r = same ? OK : reserve(st, at + m - st->len + 1);
+        if (r == OK && !same) {
+            memcpy(st->out + at, b, (size_t)m);
+            len = m;
+        }
+        PyMem_Free(a);
+        PyMem_Free(b);
+        if (r != OK) {
+            return r;
+        }
+        if (same) {
+            break;
+        }
+    }
+    *n = len;
+    return OK;
+}
+
+/* A string whose whitespace needs collapsing or that holds an escape, written
+ * as " ".join(s.split()) would leave it. */
+static Outcome
+string_rewritten(State *st, int *empty)
+{
+    const unsigned char *p = st->p + 1; /* after the opening quote */
+    const unsigned char *end = st->end;
+    if (reserve(st, (end - p) + 2) != OK) { /* never longer than the input */
+        return FAIL;
+    }
+    char *out = st->out;
+    Py_ssize_t start = st->len;
+    Py_ssize_t n = start;
+    int pending = 0; /* whitespace seen since the last word */
+    int slash = 0;
+    out[n++] = '"';
+    for (;;) {
+        const unsigned char *run = p;
+        while (string_class[*p] == PLAIN) {
+            p++;
+        }
+        unsigned char c = *p;
+        unsigned char cls = string_class[c];
+        Py_ssize_t take = p - run; /* plain bytes, plus one byte that is written as it is */
+        if (cls == SPACE) {
+            if (take == 0) {
+                pending = 1;
+                p++;
+                continue;
+            }
+        }
+        else if (cls == SLASH) {
+            slash = 1;
+            take++;
+            p++;
+        }
+        else if (cls == LEAD || cls == DOLLAR) {
+            if (cls == LEAD && unicode_space(p, end)) {
+                return BAIL;
+            }
+            take++;
+            p++;
+        }
+        if (take) {
+            if (pending && n > start + 1) {
+                out[n++] = ' ';
+            }
+            pending = 0;
+            memcpy(out + n, run, (size_t)take);
+            n += take;
+        }
+        if (cls == SPACE) {
+            pending = 1;
+            p++;
+            continue;
+        }
+        if (cls == QUOTE) {
+            p++;
+            break;
+        }
+        if (cls == STOP) {
+            return BAIL; /* the end of the input, or a raw control character: not JSON */
+        }
+        if (cls == ESCAPE) {
+            unsigned char e = p + 1 < end ? p[1] : 0;
+            if (e == 'n' || e == 't' || e == 'r' || e == 'f') {
+                pending = 1;
+                p += 2;
+                continue;
+            }
+            if (e != '"' && e != '/') {
+                return BAIL; /* \\, \b and \uXXXX: the Python rules decide */
+            }
+            if (pending && n > start + 1) {
+                out[n++] = ' ';
+            }
+            pending = 0;
+            if (e == '"') {
+                out[n++] = '\\';
+                out[n++] = '"';
+            }
+            else {
+                out[n++] = '/';
+                slash = 1;
+            }
+            p += 2;
+        }
+    }
+    Py_ssize_t size = n - start - 1;
+    if (slash && temp_marker(out + start + 1, size)) {
+        Outcome r = temp_rewrite(st, start + 1, &size);
+        if (r != OK) {
+            return r;
+        }
+        out = st->out; /* it may have moved */
+        n = start + 1 + size;
+        if (reserve(st, n + 1 - st->len) != OK) {
+            return FAIL;
+        }
+        out = st->out;
+    }
+    *empty = n == start + 1;
+    out[n++] = '"';
+    st->len = n;
+    st->p = p;
+    return OK;
+}
+
+/* Skips the bytes that a canonical string keeps as they are. It stops at a
+ * quote, a backslash, a slash, a dollar, a control or non-ASCII byte, and (16
+ * bytes at a time, with SSE2) at the first of two spaces in a row; a single
+ * space goes on. The scalar tail stops at every space. */
+static inline const unsigned char *
+skip_plain(const unsigned char *p, const unsigned char *end)
+{
+#ifdef HAVE_SSE2
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    const __m128i slash = _mm_set1_epi8('/'), dollar = _mm_set1_epi8('$');
+    const __m128i space = _mm_set1_epi8(' ');
+    while (end - p >= 16) { /* p + 16 <= end: the second load ends on the NUL at most */
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i next = _mm_loadu_si128((const __m128i *)(p + 1));
+        __m128i stop = _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash));
+        stop = _mm_or_si128(stop, _mm_or_si128(_mm_cmpeq_epi8(v, slash), _mm_cmpeq_epi8(v, dollar)));
+        stop = _mm_or_si128(stop, _mm_cmplt_epi8(v, space)); /* signed: below 0x20, or 0x80 up */
+        stop = _mm_or_si128(stop, _mm_and_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(next, space)));
+        int mask = _mm_movemask_epi8(stop);
+        if (mask) {
+            return p + __builtin_ctz((unsigned)mask);
+        }
+        p += 16;
+    }
+#else
+    (void)end;
+#endif
+    while (string_class[*p] == PLAIN) {
+        p++;
+    }
+    return p;
+}
+
+/* A string value. Most are already canonical (no escapes, single spaces
+ * between words): one scan finds the closing quote and one copy writes them. */
+static Outcome
+string_value(State *st, int *empty)
+{
+    const unsigned char *begin = st->p + 1;
+    const unsigned char *p = begin;
+    int maybe_temp = 0; /* a "/t" or a "$": the temp markers need a closer look */
+    if (*begin == ' ') {
+        return string_rewritten(st, empty); /* a leading space */
+    }
+    for (;;) {
+        p = skip_plain(p, st->end);
+        switch (string_class[*p]) {
+        case QUOTE:
+            if (p > begin && p[-1] == ' ') {
+                return string_rewritten(st, empty); /* a trailing space */
+            }
+            goto done;
+        case SPACE:
+            if (p == begin || p[1] == ' ' || p[1] == '"' || p[1] == '\\') {
+                return string_rewritten(st, empty); /* leading, doubled or trailing */
+            }
+            break;
+        case SLASH:
+            maybe_temp |= (p[1] | 0x20) == 't';
+            break;
+        case DOLLAR:
+            maybe_temp = 1;
+            break;
+        case LEAD:
+            if (unicode_space(p, st->end)) {
+                return BAIL;
+            }
+            break;
+        default: /* an escape, a control character or the end of the input */
+            return string_rewritten(st, empty);
+        }
+        p++;
+    }
+done:;
+    Py_ssize_t n = p - begin;
+    if (reserve(st, n + 2) != OK) {
+        return FAIL;
+    }
+    Py_ssize_t at = st->len + 1;
+    st->out[at - 1] = '"';
+    memcpy(st->out + at, begin, (size_t)n);
+    if (maybe_temp && temp_marker(st->out + at, n)) {
+        Outcome r = temp_rewrite(st, at, &n);
+        if (r != OK) {
+            return r;
+        }
+        if (reserve(st, at + n + 1 - st->len) != OK) {
+            return FAIL;
+        }
+    }
+    st->out[at + n] = '"';
+    st->len = at + n + 1;
+    st->p = p + 1;
+    *empty = n == 0;
+    return OK;
+}
+
+static int
+is_volatile(State *st, const unsigned char *key, Py_ssize_t klen)
+{
+    for (int i = 0; i < st->nvolatile; i++) {
+        if (st->volatile_lens[i] != klen) {
+            continue;
+        }
+        const char *name = st->volatile_names[i];
+        Py_ssize_t k = 0;
+        while (k < klen && lower(key[k]) == (unsigned char)name[k]) {
+            k++;
+        }
+        if (k == klen) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A key, copied as it is: keys are never rewritten, only compared. */
+static Outcome
+key_text(State *st, const unsigned char **key, Py_ssize_t *klen)
+{
+    const unsigned char *start = st->p + 1;
+    const unsigned char *p = start;
+    for (;;) {
+        while (key_class[*p] == PLAIN) {
+            p++;
+        }
+        unsigned char cls = key_class[*p];
+        if (cls == QUOTE) {
+            break;
+        }
+        if (cls != LEAD || p + 2 >= st->end) {
+            return BAIL; /* an escape, a control character or the end */
+        }
+        if ((p[0] == 0xC4 && p[1] == 0xB0) || (p[0] == 0xE2 && p[1] == 0x84 && p[2] == 0xAA)) {
+            return BAIL;
+        }
+        p++;
+    }
+    *key = start;
+    *klen = p - start;
+    st->p = p + 1;
+    return OK;
+}
+
+static int
+key_less_or_equal(const char *out, const Member *a, const Member *b)
+{
+    Py_ssize_t n = a->klen < b->klen ? a->klen : b->klen;
+    int c = memcmp(out + a->key, out + b->key, (size_t)n);
+    return c < 0 || (c == 0 && a->klen <= b->klen);
+}
+
+/* Stable merge sort of an object's members by key bytes (code point order). */
+static void
+sort_members(const char *out, Member *m, Member *tmp, Py_ssize_t n)
+{
+    if (n < 2) {
+        return;
+    }
+    if (n <= 8) { /* insertion sort: most objects are small */
+        for (Py_ssize_t i = 1; i < n; i++) {
+            Member x = m[i];
+            Py_ssize_t j = i;
+            while (j > 0 && !key_less_or_equal(out, &m[j - 1], &x)) {
+                m[j] = m[j - 1];
+                j--;
+            }
+            m[j] = x;
+        }
+        return;
+    }
+    Py_ssize_t half = n / 2;
+    sort_members(out, m, tmp, half);
+    sort_members(out, m + half, tmp, n - half);
+    Py_ssize_t i = 0, j = half, k = 0;
+    while (i < half && j < n) {
+        tmp[k++] = key_less_or_equal(out, &m[i], &m[j]) ? m[i++] : m[j++];
+    }
+    while (i < half) {
+        tmp[k++] = m[i++];
+    }
+    while (j < n) {
+        tmp[k++] = m[j++];
+    }
+    memcpy(m, tmp, (size_t)n * sizeof(Member));
+}
+
+static Outcome
+push_member(State *st, Member m)
+{
+    if (st->nmembers == st->capmembers) {
+        void *buf = st->members;
+        Outcome r = grow(&buf, &st->capmembers, st->nmembers + 1, sizeof(Member),
+                         st->members_stack);
+        st->members = buf;
+        if (r != OK) {
+            return r;
+        }
+    }
+    st->members[st->nmembers++] = m;
+    return OK;
+}
+
+/* Writes an object's kept members back in key order, comma-separated. */
+static Outcome
+write_sorted(State *st, Py_ssize_t base, Py_ssize_t body)
+{
+    Member *m = st->members + base;
+    Py_ssize_t n = st->nmembers - base;
+    void *buf = st->sorted;
+    Outcome r = grow(&buf, &st->capsorted, n, sizeof(Member), st->sorted_stack);
+    st->sorted = buf;
+    if (r != OK) {
+        return r;
+    }
+    sort_members(st->out, m, st->sorted, n);
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (m[i].klen == m[i - 1].klen &&
+            memcmp(st->out + m[i].key, st->out + m[i - 1].key, (size_t)m[i].klen) == 0) {
+            return BAIL; /* a duplicate key: the last one wins in Python */
+        }
+    }
+    Py_ssize_t size = st->len - body;
+    buf = st->scratch;
+    r = grow(&buf, &st->capscratch, size, 1, st->scratch_stack);
+    st->scratch = buf;
+    if (r != OK || reserve(st, n) != OK) {
+        return FAIL;
+    }
+    memcpy(st->scratch, st->out + body, (size_t)size);
+    Py_ssize_t w = body;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i) {
+            st->out[w++] = ',';
+        }
+        memcpy(st->out + w, st->scratch + (m[i].start - body), (size_t)m[i].len);
+        w += m[i].len;
+    }
+    st->len = w;
+    return OK;
+}
+
+static Outcome
+object_value(State *st, int depth, int *empty)
+{
+    Py_ssize_t base = st->nmembers;
+    Outcome r;
+    if (reserve(st, 1) != OK) {
+        return FAIL;
+    }
+    st->out[st->len++] = '{';
+    Py_ssize_t body = st->len;
+    int all_empty = 1;
+    st->p++;
+    skip_space(st);
+    if (st->p < st->end && *st->p == '}') {
+        st->p++;
+    }
+    else {
+        for (;;) {
+            if (st->p >= st->end || *st->p != '"') {
+                return BAIL;
+            }
+            const unsigned char *key;
+            Py_ssize_t klen;
+            if ((r = key_text(st, &key, &klen)) != OK) {
+                return r;
+            }
+            skip_space(st);
+            if (st->p >= st->end || *st->p != ':') {
+                return BAIL;
+            }
+            st->p++;
+            Py_ssize_t start = st->len;
+            if (reserve(st, klen + 3) != OK) {
+                return FAIL;
+            }
+            st->out[st->len++] = '"';
+            memcpy(st->out + st->len, key, (size_t)klen);
+            st->len += klen;
+            st->out[st->len++] = '"';
+            st->out[st->len++] = ':';
+            int member_empty = 1;
+            if ((r = value(st, depth + 1, &member_empty)) != OK) {
+                return r;
+            }
+            if ((st->volatile_lengths >> (klen < 63 ? klen : 63) & 1) &&
+                is_volatile(st, key, klen)) {
+                st->len = start; /* parsed, then dropped */
+            }
+            else {
+                Member m = {start + 1, klen, start, st->len - start};
+                if (push_member(st, m) != OK) {
+                    return FAIL;
+                }
+                all_empty &= member_empty;
+            }
+            skip_space(st);
+            if (st->p < st->end && *st->p == ',') {
+                st->p++;
+                skip_space(st);
+                continue;
+            }
+            if (st->p < st->end && *st->p == '}') {
+                st->p++;
+                break;
+            }
+            return BAIL;
+        }
+    }
+    if (st->nmembers - base > 1 && (r = write_sorted(st, base, body)) != OK) {
+        return r;
+    }
+    st->nmembers = base;
+    if (reserve(st, 1) != OK) {
+        return FAIL;
+    }
+    st->out[st->len++] = '}';
+    *empty = all_empty;
+    return OK;
+}
+
+static Outcome
+array_value(State *st, int depth, int *empty)
+{
+    Outcome r;
+    if (reserve(st, 1) != OK) {
+        return FAIL;
+    }
+    st->out[st->len++] = '[';
+    int all_empty = 1;
+    st->p++;
+    skip_space(st);
+    if (st->p < st->end && *st->p == ']') {
+        st->p++;
+    }
+    else {
+        for (;;) {
+            int item_empty = 1;
+            if ((r = value(st, depth + 1, &item_empty)) != OK) {
+                return r;
+            }
+            all_empty &= item_empty;
+            skip_space(st);
+            if (st->p < st->end && *st->p == ',') {
+                st->p++;
+                if (reserve(st, 1) != OK) {
+                    return FAIL;
+                }
+                st->out[st->len++] = ',';
+                continue;
+            }
+            if (st->p < st->end && *st->p == ']') {
+                st->p++;
+                break;
+            }
+            return BAIL;
+        }
+    }
+    if (reserve(st, 1) != OK) {
+        return FAIL;
+    }
+    st->out[st->len++] = ']';
+    *empty = all_empty;
+    return OK;
+}
+
+static inline int
+is_digit(const unsigned char *p, const unsigned char *end)
+{
+    return p < end && *p >= '0' && *p <= '9';
+}
+
+/* A float that repr would write with an exponent or as inf: orjson's own
+ * spelling differs, so the Python path writes it. Otherwise, its shortest repr. */
+static Outcome
+float_by_repr(State *st, const unsigned char *start, Py_ssize_t n, int *empty)
+{
+    char text[MAX_NUMBER];
+    memcpy(text, start, (size_t)n);
+    text[n] = '\0';
+    char *stop = NULL;
+    double d = PyOS_string_to_double(text, &stop, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return BAIL;
+    }
+    if (stop != text + n) {
+        return BAIL;
+    }
+    char *repr = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (repr == NULL) {
+        return FAIL;
+    }
+    Outcome r = OK;
+    if (strpbrk(repr, "eEnN") != NULL) {
+        r = BAIL;
+    }
+    else {
+        Py_ssize_t len = (Py_ssize_t)strlen(repr);
+        if (reserve(st, len) != OK) {
+            r = FAIL;
+        }
+        else {
+            memcpy(st->out + st->len, repr, (size_t)len);
+            st->len += len;
+            *empty = d == 0.0;
+        }
+    }
+    PyMem_Free(repr);
+    return r;
+}
+
+/* A number as orjson writes it back. Integers stay as they are. A float is
+ * written as its shortest repr; with at most 15 digits (DBL_DIG) and no
+ * exponent, that is its own text less trailing zeros, since no two such
+ * decimals share a double. Anything else goes through dtoa. */
+static Outcome
+number_value(State *st, int *empty)
+{
+    const unsigned char *start = st->p, *p = st->p, *end = st->end;
+    const unsigned char *dot = NULL;
+    int exponent = 0;
+    if (*p == '-') {
+        p++;
+    }
+    const unsigned char *digits = p;
+    if (!is_digit(p, end)) {
+        return BAIL;
+    }
+    if (*p == '0') {
+        p++;
+        if (is_digit(p, end)) {
+            return BAIL; /* a leading zero: not JSON */
+        }
+    }
+    else {
+        while (is_digit(p, end)) {
+            p++;
+        }
+    }
+    if (p < end && *p == '.') {
+        dot = p++;
+        if (!is_digit(p, end)) {
+            return BAIL;
+        }
+        while (is_digit(p, end)) {
+            p++;
+        }
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        exponent = 1;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) {
+            p++;
+        }
+        if (!is_digit(p, end)) {
+            return BAIL;
+        }
+        while (is_digit(p, end)) {
+            p++;
+        }
+    }
+    Py_ssize_t n = p - start;
+    if (n >= MAX_NUMBER) {
+        return BAIL;
+    }
+    st->p = p;
+    if (dot == NULL && !exponent) {
+        if (p - digits > 18) {
+            return BAIL; /* near or past 64 bits: orjson's range rules decide */
+        }
+        if (n == 2 && start[0] == '-' && start[1] == '0') {
+            start++; /* -0 is the integer 0 */
+            n = 1;
+        }
+        if (reserve(st, n) != OK) {
+            return FAIL;
+        }
+        memcpy(st->out + st->len, start, (size_t)n);
+        st->len += n;
+        *empty = n == 1 && *start == '0';
+        return OK;
+    }
+    /* 0.0000x and smaller: repr switches to an exponent below 1e-4. */
+    int tiny = dot != NULL && dot - digits == 1 && *digits == '0' && p - dot > 4 &&
+               dot[1] == '0' && dot[2] == '0' && dot[3] == '0' && dot[4] == '0';
+    if (exponent || tiny || (p - digits) - 1 > 15) {
+        return float_by_repr(st, start, n, empty);
+    }
+    const unsigned char *last = p - 1;
+    while (last > dot + 1 && *last == '0') {
+        last--; /* 1.50 is written 1.5, 2.000 is 2.0 */
+    }
+    n = last + 1 - start;
+    if (reserve(st, n) != OK) {
+        return FAIL;
+    }
+    memcpy(st->out + st->len, start, (size_t)n);
+    st->len += n;
+    int zero = 1;
+    for (const unsigned char *q = digits; q <= last; q++) {
+        zero &= *q == '0' || *q == '.';
+    }
+    *empty = zero;
+    return OK;
+}
+
+static Outcome
+literal(State *st, const char *word, Py_ssize_t n, int is_empty, int *empty)
+{
+    if (st->end - st->p < n || memcmp(st->p, word, (size_t)n) != 0) {
+        return BAIL;
+    }
+    if (reserve(st, n) != OK) {
+        return FAIL;
+    }
+    memcpy(st->out + st->len, word, (size_t)n);
+    st->len += n;
+    st->p += n;
+    *empty = is_empty;
+    return OK;
+}
+
+static Outcome
+value(State *st, int depth, int *empty)
+{
+    if (depth > MAX_DEPTH) {
+        return BAIL;
+    }
+    skip_space(st);
+    if (st->p >= st->end) {
+        return BAIL;
+    }
+    switch (*st->p) {
+    case '{':
+        return object_value(st, depth, empty);
+    case '[':
+        return array_value(st, depth, empty);
+    case '"':
+        return string_value(st, empty);
+    case 't':
+        return literal(st, "true", 4, 0, empty);
+    case 'f':
+        return literal(st, "false", 5, 1, empty);
+    case 'n':
+        return literal(st, "null", 4, 1, empty);
+    default:
+        if (*st->p == '-' || (*st->p >= '0' && *st->p <= '9')) {
+            return number_value(st, empty);
+        }
+        return BAIL;
+    }
+}
+
+PyDoc_STRVAR(canonical_doc,
+             "canonical(raw, volatile, temp_roots, /)\n--\n\n"
+             "Canonical bytes of the JSON text ``raw`` and whether it is empty, or None.\n\n"
+             "``raw`` is UTF-8 from ``str.encode``; ``volatile`` is a tuple of lower-case\n"
+             "ASCII key names to drop; ``temp_roots`` says the local temp dir is /tmp,\n"
+             "so temp paths can be rewritten here. None means: take the Python path.");
+
+static PyObject *
+canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "canonical() takes exactly 3 arguments");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0]) || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "canonical() takes bytes and a tuple of bytes");
+        return NULL;
+    }
+    State st;
+    st.len = st.nmembers = 0;
+    st.out = st.out_stack;
+    st.scratch = st.scratch_stack;
+    st.cap = st.capscratch = STACK_OUT;
+    st.members = st.members_stack;
+    st.sorted = st.sorted_stack;
+    st.capmembers = st.capsorted = STACK_MEMBERS;
+    st.volatile_lengths = 0;
+    st.temp_roots = PyObject_IsTrue(args[2]);
+    if (st.temp_roots < 0) {
+        return NULL;
+    }
+    Py_ssize_t nvolatile = PyTuple_GET_SIZE(args[1]);
+    if (nvolatile > MAX_VOLATILE) {
+        Py_RETURN_NONE;
+    }
+    for (Py_ssize_t i = 0; i < nvolatile; i++) {
+        PyObject *name = PyTuple_GET_ITEM(args[1], i);
+        if (!PyBytes_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "volatile key names must be bytes");
+            return NULL;
+        }
+        st.volatile_names[i] = PyBytes_AS_STRING(name);
+        st.volatile_lens[i] = PyBytes_GET_SIZE(name);
+        st.volatile_lengths |= (uint64_t)1 << (st.volatile_lens[i] < 63 ? st.volatile_lens[i] : 63);
+    }
+    st.nvolatile = (int)nvolatile;
+    st.p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    st.end = st.p + PyBytes_GET_SIZE(args[0]);
+
+    int empty = 1;
+    Outcome r = value(&st, 0, &empty);
+    if (r == OK) {
+        skip_space(&st);
+        if (st.p != st.end) {
+            r = BAIL; /* trailing text: not JSON */
+        }
+    }
+    PyObject *result = NULL;
+    if (r == OK) {
+        PyObject *blob = PyBytes_FromStringAndSize(st.out, st.len);
+        if (blob != NULL) {
+            result = PyTuple_Pack(2, blob, empty ? Py_True : Py_False);
+            Py_DECREF(blob);
+        }
+    }
+    else if (r == BAIL) {
+        result = Py_NewRef(Py_None);
+    }
+    if (st.out != st.out_stack) {
+        PyMem_Free(st.out);
+    }
+    if (st.scratch != st.scratch_stack) {
+        PyMem_Free(st.scratch);
+    }
+    if (st.members != st.members_stack) {
+        PyMem_Free(st.members);
+    }
+    if (st.sorted != st.sorted_stack) {
+        PyMem_Free(st.sorted);
+    }
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"canonical", (PyCFunction)(void (*)(void))canonical, METH_FASTCALL, canonical_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyModuleDef_Slot slots[] = {
+#if PY_VERSION_HEX >= 0x030C0000
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "otel_stall._canon",
+    .m_doc = "The signer's fast path: JSON text to canonical bytes in one pass.",
+    .m_size = 0,
+    .m_methods = methods,
+    .m_slots = slots,
+};
+
+PyMODINIT_FUNC
+PyInit__canon(void)
+{
+    init_classes();
+    return PyModuleDef_Init(&module_def);
+}
