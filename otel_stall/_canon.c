@@ -591,6 +591,8 @@ string_value(State *st, int *empty)
                 return BAIL;
             }
             break;
+        case PLAIN: /* any other non-ASCII byte, where the 16-byte scan stopped */
+            break;
         default: /* an escape, a control character or the end of the input */
             return string_rewritten(st, empty);
         }

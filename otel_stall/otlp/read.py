@@ -285,7 +285,7 @@ def _document_unit(path: str, body: IO[bytes], errors: list[InputError]) -> Iter
 
 def _json_line_units(path: str, body: IO[bytes], errors: list[InputError]) -> Iterator[Unit]:
     for number, line in enumerate(body, 1):
-        if not line.strip():
+        if line.isspace():  # a blank line; isspace() stops at the first byte, strip() copies
             continue
         try:
             obj = orjson.loads(line)
