@@ -160,7 +160,7 @@ class StallSpanProcessor(SpanProcessor):
         self._tool_call = (
             self.conventions.tool_call_from if self.conventions.builds_calls_from_parts else None
         )
-        self._role_keys = ROLE_KEYS | {c.role_key for c in self.conventions.custom}
+        self._role_keys = _role_keys(self.conventions)
         self._signer = self.policy.signer
         custom_payload = {
             key for c in self.conventions.custom for key in (*c.arguments_keys, *c.result_keys)
@@ -629,6 +629,25 @@ def _steps(code: Any) -> list[tuple[str, Any]]:
 
 
 _EMPTY_STEPS: Final = _steps(_empty_hook.__code__)
+
+
+class _EveryKey(frozenset[str]):
+    """The role keys of a :class:`Conventions` whose ``role()`` is its own: it may read any key.
+
+    The hot path asks ``keys.isdisjoint(attributes)`` to skip plain spans; for
+    such a subclass no span is plain until ``role()`` says so, as in replay.
+    """
+
+    def isdisjoint(self, other: object) -> bool:
+        """Never disjoint: every span goes to ``role()``."""
+        return False
+
+
+def _role_keys(conventions: Conventions) -> frozenset[str]:
+    """Every attribute that can give a span a role: the shortcut's set for plain spans."""
+    if type(conventions).role is not Conventions.role:
+        return _EveryKey()
+    return ROLE_KEYS | {c.role_key for c in conventions.custom}
 
 
 def _is_noop(hook: Callable[..., Any]) -> bool:

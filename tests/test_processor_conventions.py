@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from stall_pipeline import STYLE_IDS, STYLES, Agent, Call, Style, events, make_pipeline, stall
 
 from otel_stall.attributes import StallAttributes as S
-from otel_stall.conventions import Conventions, SpanRecord
+from otel_stall.conventions import Conventions, Role, SpanRecord
 from otel_stall.records import RunKey, ToolCall
+from otel_stall.spans import span_record
+from otel_stall.trace import analyse_spans
 
 SEARCH = Call("search", {"query": "quarterly report", "limit": 5}, {"hits": ["doc-1", "doc-2"]})
 # Why these actions: seq 2 re-runs an executed call (duplicate_call: refuse); the third
@@ -223,3 +226,31 @@ def test_a_conventions_subclass_makes_its_own_tool_calls(conventions: Convention
             agent.round(Call("poll", {"job": 1}, {"state": "running"}))
     exempt = isinstance(conventions, _ToolsAreExempt)
     assert (pipe.findings == []) is exempt
+
+
+class _NamedTools(Conventions):
+    """Classifies by an attribute no built-in convention reads: a subclass's own rule."""
+
+    def role(self, attributes: Any) -> Role:
+        return (
+            Role.TOOL if attributes and attributes.get("kind") == "t" else super().role(attributes)
+        )
+
+
+@pytest.mark.parametrize("conventions", [Conventions(), _NamedTools()], ids=["base", "own-role"])
+def test_a_conventions_subclass_classifies_every_live_span(conventions: Conventions) -> None:
+    """A subclass that overrides role() is asked about every span live, as replay asks it."""
+    pipe = make_pipeline(conventions=conventions)
+    with pipe.tracer.start_as_current_span("crawl"):
+        for _ in range(5):
+            attributes = {"kind": "t", "input.value": '{"url": "x"}'}
+            with pipe.tracer.start_as_current_span("fetch page", attributes=attributes):
+                pass
+    live = [stall(s).get(S.ACTION) for s in pipe.named("fetch page")]
+    records = [span_record(s) for s in pipe.spans()]
+    (replayed,) = analyse_spans(records, conventions=conventions).values()
+    ledger: list[str | None] = [
+        row.action.value for report in replayed.reports for row in report.ledger
+    ]
+    assert live == (ledger or [None] * 5)
+    assert (ledger == []) is (type(conventions) is Conventions)
