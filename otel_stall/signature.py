@@ -8,14 +8,19 @@ signature and produces false loops. That is also why scrubbing UUIDs and
 timestamps inside string values is an option that is off by default: an id
 in a value is often the very thing that makes two calls different.
 
-The fast path parses JSON and re-serialises it with sorted keys in C (orjson),
-then scans the compact bytes for anything that needs the Python walk: one
-folded copy (ASCII lower-cased, quotes read as spaces) and three regex scans
-that each start only at a space, a slash or a colon. Most payloads never take
-the walk. Each scan still costs about a third of the parse: the scans, not
-the hashing, are most of what the fast path adds. Rewriting the bytes instead
-of walking (collapsing whitespace, cutting volatile members out) was measured
-and dropped: in CPython's regex engine it cost as much as the walk it saved.
+JSON text first goes to the compiled canonicaliser (``_canon.c``), where it is
+built: one pass over the bytes that writes the canonical bytes directly, with
+no Python objects, about half the cost of ``orjson.loads`` alone. It hands back
+what it does not know, and then the Python path below does that payload.
+
+The Python path parses JSON and re-serialises it with sorted keys in C
+(orjson), then scans the compact bytes for anything that needs the Python
+walk: one folded copy (ASCII lower-cased, quotes read as spaces) and three
+regex scans that each start only at a space, a slash or a colon. Most payloads
+never take the walk. Each scan still costs about a third of the parse.
+Rewriting the bytes with regexes instead of walking was measured and dropped:
+in CPython's regex engine it cost as much as the walk it saved. The Python path
+defines the canonical bytes; the compiled one is tested against it.
 """
 
 from __future__ import annotations
