@@ -673,7 +673,6 @@ is bounded by the entry count whatever the payload size.
 
 _PRESENT: Final = Content.PRESENT
 _EMPTY: Final = Content.EMPTY
-_TEMP_ROOTS: Final = _STANDARD_TEMP_ROOTS
 _key = xxhash.xxh3_128_digest
 """128 bits, as bytes: half the cost of the same hash as an int (building a 128-bit int)."""
 _TwinDigests: Final[Any] = unfrozen_twin(Digests)
@@ -715,7 +714,9 @@ class Signer:
             key = (tool, _key(raw))
             cached = calls.get(key)
             if cached is None:  # _call_signature, inline: this is every new payload's path
-                done = None if native is None else _native_canonical(raw, native, _TEMP_ROOTS)
+                done = (
+                    None if native is None else _native_canonical(raw, native, _STANDARD_TEMP_ROOTS)
+                )
                 if done is not None:
                     blob: bytes | None = done[0]
                     content = _EMPTY if done[1] else _PRESENT
@@ -741,7 +742,9 @@ class Signer:
             rkey = _key(raw)
             done_result = results.get(rkey)
             if done_result is None:  # _result_digest, inline
-                done = None if native is None else _native_canonical(raw, native, _TEMP_ROOTS)
+                done = (
+                    None if native is None else _native_canonical(raw, native, _STANDARD_TEMP_ROOTS)
+                )
                 if done is not None:
                     done_result = _hash(done[0]), _EMPTY if done[1] else _PRESENT
                 else:
