@@ -504,7 +504,7 @@ string_rewritten(State *st, int *empty)
         }
     }
     Py_ssize_t size = n - start - 1;
-    if (slash && temp_marker(out + start + 1, size)) {
+    if (slash) { /* temp_rewrite's own gate decides whether there is anything to do */
         Outcome r = temp_rewrite(st, start + 1, &size);
         if (r != OK) {
             return r;
@@ -606,7 +606,7 @@ done:;
     Py_ssize_t at = st->len + 1;
     st->out[at - 1] = '"';
     memcpy(st->out + at, begin, (size_t)n);
-    if (maybe_temp && temp_marker(st->out + at, n)) {
+    if (maybe_temp) {
         Outcome r = temp_rewrite(st, at, &n);
         if (r != OK) {
             return r;

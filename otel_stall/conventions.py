@@ -244,6 +244,18 @@ class Conventions:
         )
 
     @property
+    def role_keys(self) -> frozenset[str] | None:
+        """Every attribute that can make a span more than plain, for a shortcut on plain spans.
+
+        A span holding none of them is :attr:`Role.OTHER` to :meth:`role`.
+        ``None`` when a subclass overrides :meth:`role`: its own rule may read any
+        key, so every span must be asked.
+        """
+        if type(self).role is not Conventions.role:
+            return None
+        return ROLE_KEYS | {c.role_key for c in self.custom}
+
+    @property
     def builds_calls_from_parts(self) -> bool:
         """Whether :meth:`tool_call_from` makes the same calls as :meth:`tool_call`.
 

@@ -23,7 +23,7 @@ from otel_stall.attributes import GenAIAttributes as GenAI
 from otel_stall.attributes import GenAIOperation
 from otel_stall.attributes import OpenInferenceAttributes as OpenInference
 from otel_stall.attributes import TraceloopAttributes as Traceloop
-from otel_stall.conventions import ROLE_KEYS, Conventions, Role, SpanRecord, is_agent_span_name
+from otel_stall.conventions import Conventions, Role, SpanRecord, is_agent_span_name
 from otel_stall.errors import InputError
 from otel_stall.otlp.decode import (
     DecodeError,
@@ -72,7 +72,7 @@ class Intake:
         """Span entries seen, bad ones included."""
         self.analyzers: dict[str, TraceAnalyzer] = {}
         """One analyzer per trace id, in the order traces were first seen."""
-        self._interest = _role_keys(conventions)
+        self._interest = conventions.role_keys
         # Tool spans skip the SpanRecord, unless a subclass makes its calls its own way.
         self._tool_call_from = (
             conventions.tool_call_from if conventions.builds_calls_from_parts else None
@@ -345,17 +345,6 @@ class Intake:
             errors.append(unit.error("nested too deeply to decode"))
         finally:
             self.spans += count
-
-
-def _role_keys(conventions: Conventions) -> frozenset[str] | None:
-    """Every attribute that can make a span more than plain; ``None``: no fast path.
-
-    A span holding none of them is :attr:`Role.OTHER` to :meth:`Conventions.role`
-    (see :data:`ROLE_KEYS`), unless a subclass classifies spans its own way.
-    """
-    if type(conventions).role is not Conventions.role:
-        return None
-    return ROLE_KEYS | {c.role_key for c in conventions.custom}
 
 
 def _json_role_scan(attributes: Any, interest: frozenset[str]) -> dict[str, Any] | None:

@@ -57,7 +57,6 @@ from opentelemetry.trace import SpanContext, StatusCode
 from otel_stall.attributes import StallEventAttributes
 from otel_stall.conventions import (
     CONTENT_KEYS,
-    ROLE_KEYS,
     STATUS_ERROR,
     STATUS_OK,
     STATUS_UNSET,
@@ -160,7 +159,8 @@ class StallSpanProcessor(SpanProcessor):
         self._tool_call = (
             self.conventions.tool_call_from if self.conventions.builds_calls_from_parts else None
         )
-        self._role_keys = _role_keys(self.conventions)
+        role_keys = self.conventions.role_keys
+        self._role_keys = _EveryKey() if role_keys is None else role_keys
         self._signer = self.policy.signer
         custom_payload = {
             key for c in self.conventions.custom for key in (*c.arguments_keys, *c.result_keys)
@@ -641,13 +641,6 @@ class _EveryKey(frozenset[str]):
     def isdisjoint(self, other: object) -> bool:
         """Never disjoint: every span goes to ``role()``."""
         return False
-
-
-def _role_keys(conventions: Conventions) -> frozenset[str]:
-    """Every attribute that can give a span a role: the shortcut's set for plain spans."""
-    if type(conventions).role is not Conventions.role:
-        return _EveryKey()
-    return ROLE_KEYS | {c.role_key for c in conventions.custom}
 
 
 def _is_noop(hook: Callable[..., Any]) -> bool:

@@ -703,9 +703,10 @@ class Signer:
         its bytes, then the compiled canonicaliser on those same bytes.
         """
         normaliser = self.normaliser
-        native = normaliser._native_keys
+        native_keys = normaliser._native_keys
         if type(arguments) is str:
             calls = self._calls
+            native = native_keys
             try:  # the default error handler is the fast one; lone surrogates are rare
                 raw = arguments.encode()
             except UnicodeEncodeError:
@@ -729,11 +730,11 @@ class Signer:
                     calls.clear()
                 calls[key] = cached
             call_signature, args_content = cached
-            native = normaliser._native_keys
         else:
             call_signature, args_content = self._call_signature(tool, arguments)
         if type(result) is str:
             results = self._results
+            native = native_keys
             try:
                 raw = result.encode()
             except UnicodeEncodeError:
