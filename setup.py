@@ -2,12 +2,19 @@
 
 ``optional=True``: where no compiler is at hand the build still succeeds and
 otel-stall runs on its pure-Python path, which gives the same signatures.
+The vendored xxHash header is found next to ``_canon.c`` (a quoted include);
+``depends`` rebuilds the extension when it changes.
 """
 
 from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("otel_stall._canon", sources=["otel_stall/_canon.c"], optional=True),
+        Extension(
+            "otel_stall._canon",
+            sources=["otel_stall/_canon.c"],
+            depends=["otel_stall/_vendor/xxhash/xxhash.h"],
+            optional=True,
+        ),
     ]
 )

@@ -7,16 +7,25 @@
  * It also says whether the value is structurally empty. It builds no Python
  * objects along the way, which is where the time goes in orjson.loads.
  *
- * It is an accelerator, not a second definition: whenever the Python rules
+ * sign(...) is Signer.sign for JSON text arguments and result in one call:
+ * the cache keys (xxh3_128 of the text), the look-ups, on a miss the pass above,
+ * and the three xxh3_64 digests, with the hashes compiled in (xxHash, vendored).
+ *
+ * Both are accelerators, not a second definition: whenever the Python rules
  * would do more than this file knows (a temp path in non-ASCII text, a \u escape,
  * a non-ASCII space, a float that orjson writes with an exponent, a big
- * integer, a duplicate key, deep nesting, text that is not JSON), it returns
+ * integer, a duplicate key, deep nesting, text that is not JSON), they return
  * None and the caller takes the Python path. tests/test_signature_native.py
  * checks that both give the same bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
+
+/* xxHash 0.8 (BSD-2), the version the xxhash wheel wraps, compiled in: the
+ * hashes are the very ones xxhash.xxh3_64_hexdigest and xxh3_128_digest give. */
+#define XXH_INLINE_ALL
+#include "_vendor/xxhash/xxhash.h"
 
 #if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
 #include <emmintrin.h>
@@ -1080,6 +1089,89 @@ value(State *st, int depth, int *empty)
     }
 }
 
+/* -- one pass, shared by canonical() and sign() -------------------------------- */
+
+/* Points the buffers at the C stack and reads the volatile names (borrowed
+ * from the caller's tuple, which outlives the call). BAIL: more names than
+ * MAX_VOLATILE. State_free is safe after any outcome. */
+static Outcome
+state_init(State *st, PyObject *volatile_names, PyObject *temp_roots)
+{
+    st->len = st->nmembers = 0;
+    st->out = st->out_stack;
+    st->scratch = st->scratch_stack;
+    st->cap = st->capscratch = STACK_OUT;
+    st->members = st->members_stack;
+    st->sorted = st->sorted_stack;
+    st->capmembers = st->capsorted = STACK_MEMBERS;
+    st->volatile_lengths = 0;
+    st->nvolatile = 0;
+    if (!PyTuple_Check(volatile_names)) {
+        PyErr_SetString(PyExc_TypeError, "volatile key names must be a tuple of bytes");
+        return FAIL;
+    }
+    st->temp_roots = PyObject_IsTrue(temp_roots);
+    if (st->temp_roots < 0) {
+        return FAIL;
+    }
+    Py_ssize_t nvolatile = PyTuple_GET_SIZE(volatile_names);
+    if (nvolatile > MAX_VOLATILE) {
+        return BAIL;
+    }
+    for (Py_ssize_t i = 0; i < nvolatile; i++) {
+        PyObject *name = PyTuple_GET_ITEM(volatile_names, i);
+        if (!PyBytes_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "volatile key names must be bytes");
+            return FAIL;
+        }
+        st->volatile_names[i] = PyBytes_AS_STRING(name);
+        st->volatile_lens[i] = PyBytes_GET_SIZE(name);
+        st->volatile_lengths |= (uint64_t)1
+                                << (st->volatile_lens[i] < 63 ? st->volatile_lens[i] : 63);
+    }
+    st->nvolatile = (int)nvolatile;
+    return OK;
+}
+
+/* Canonical bytes of the JSON text raw[0:n] (raw[n] must be NUL), written to
+ * st->out after its first ``keep`` bytes, which the caller has put there (the
+ * signer's tool prefix: one hash over one buffer). The buffers stay for the
+ * next run. */
+static Outcome
+state_run(State *st, const char *raw, Py_ssize_t n, Py_ssize_t keep, int *empty)
+{
+    st->len = keep;
+    st->nmembers = 0;
+    st->p = (const unsigned char *)raw;
+    st->end = st->p + n;
+    *empty = 1;
+    Outcome r = value(st, 0, empty);
+    if (r == OK) {
+        skip_space(st);
+        if (st->p != st->end) {
+            r = BAIL; /* trailing text: not JSON */
+        }
+    }
+    return r;
+}
+
+static void
+state_free(State *st)
+{
+    if (st->out != st->out_stack) {
+        PyMem_Free(st->out);
+    }
+    if (st->scratch != st->scratch_stack) {
+        PyMem_Free(st->scratch);
+    }
+    if (st->members != st->members_stack) {
+        PyMem_Free(st->members);
+    }
+    if (st->sorted != st->sorted_stack) {
+        PyMem_Free(st->sorted);
+    }
+}
+
 PyDoc_STRVAR(canonical_doc,
              "canonical(raw, volatile, temp_roots, /)\n--\n\n"
              "Canonical bytes of the JSON text ``raw`` and whether it is empty, or None.\n\n"
@@ -1100,43 +1192,10 @@ canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     State st;
-    st.len = st.nmembers = 0;
-    st.out = st.out_stack;
-    st.scratch = st.scratch_stack;
-    st.cap = st.capscratch = STACK_OUT;
-    st.members = st.members_stack;
-    st.sorted = st.sorted_stack;
-    st.capmembers = st.capsorted = STACK_MEMBERS;
-    st.volatile_lengths = 0;
-    st.temp_roots = PyObject_IsTrue(args[2]);
-    if (st.temp_roots < 0) {
-        return NULL;
-    }
-    Py_ssize_t nvolatile = PyTuple_GET_SIZE(args[1]);
-    if (nvolatile > MAX_VOLATILE) {
-        Py_RETURN_NONE;
-    }
-    for (Py_ssize_t i = 0; i < nvolatile; i++) {
-        PyObject *name = PyTuple_GET_ITEM(args[1], i);
-        if (!PyBytes_Check(name)) {
-            PyErr_SetString(PyExc_TypeError, "volatile key names must be bytes");
-            return NULL;
-        }
-        st.volatile_names[i] = PyBytes_AS_STRING(name);
-        st.volatile_lens[i] = PyBytes_GET_SIZE(name);
-        st.volatile_lengths |= (uint64_t)1 << (st.volatile_lens[i] < 63 ? st.volatile_lens[i] : 63);
-    }
-    st.nvolatile = (int)nvolatile;
-    st.p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    st.end = st.p + PyBytes_GET_SIZE(args[0]);
-
     int empty = 1;
-    Outcome r = value(&st, 0, &empty);
+    Outcome r = state_init(&st, args[1], args[2]);
     if (r == OK) {
-        skip_space(&st);
-        if (st.p != st.end) {
-            r = BAIL; /* trailing text: not JSON */
-        }
+        r = state_run(&st, PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), 0, &empty);
     }
     PyObject *result = NULL;
     if (r == OK) {
@@ -1149,23 +1208,294 @@ canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     else if (r == BAIL) {
         result = Py_NewRef(Py_None);
     }
-    if (st.out != st.out_stack) {
-        PyMem_Free(st.out);
-    }
-    if (st.scratch != st.scratch_stack) {
-        PyMem_Free(st.scratch);
-    }
-    if (st.members != st.members_stack) {
-        PyMem_Free(st.members);
-    }
-    if (st.sorted != st.sorted_stack) {
-        PyMem_Free(st.sorted);
-    }
+    state_free(&st);
     return result;
+}
+
+/* -- sign(): the signer's text/text case in one call -------------------------- */
+
+/* xxh3_64_hexdigest: 16 lower-case hex digits, most significant first. */
+static PyObject *
+hex64(const char *data, Py_ssize_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    XXH64_hash_t h = XXH3_64bits(data, (size_t)n);
+    PyObject *text = PyUnicode_New(16, 127);
+    if (text == NULL) {
+        return NULL;
+    }
+    Py_UCS1 *d = PyUnicode_1BYTE_DATA(text);
+    for (int i = 15; i >= 0; i--, h >>= 4) {
+        d[i] = (Py_UCS1)digits[h & 15];
+    }
+    return text;
+}
+
+/* xxh3_128_digest: the 16-byte canonical (big-endian) form, the caches' key. */
+static PyObject *
+key128(const char *data, Py_ssize_t n)
+{
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(data, (size_t)n));
+    return PyBytes_FromStringAndSize((const char *)c.digest, sizeof c.digest);
+}
+
+/* UTF-8 of the str ``s``, NUL-terminated. ASCII text is read in place. Other
+ * text is encoded into a temporary bytes (*owner) as str.encode would:
+ * PyUnicode_AsUTF8AndSize would keep that copy on the str for its whole life.
+ * 1: done; 0: not strict UTF-8 (a lone surrogate), for the Python path; -1: error. */
+static int
+utf8_of(PyObject *s, const char **data, Py_ssize_t *n, PyObject **owner)
+{
+    *owner = NULL;
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(s) < 0) {
+        return -1;
+    }
+#endif
+    if (PyUnicode_IS_ASCII(s)) {
+        *data = PyUnicode_AsUTF8AndSize(s, n);
+        return *data != NULL ? 1 : -1;
+    }
+    *owner = PyUnicode_AsUTF8String(s);
+    if (*owner == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    *data = PyBytes_AS_STRING(*owner);
+    *n = PyBytes_GET_SIZE(*owner);
+    return 1;
+}
+
+/* A new reference to d[key], or NULL (1: found, 0: missing, -1: error). A
+ * strong reference: with free threading another thread may clear the cache. */
+static int
+dict_get_ref(PyObject *d, PyObject *key, PyObject **value)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyDict_GetItemRef(d, key, value);
+#else
+    *value = PyDict_GetItemWithError(d, key);
+    if (*value != NULL) {
+        Py_INCREF(*value);
+        return 1;
+    }
+    return PyErr_Occurred() ? -1 : 0;
+#endif
+}
+
+/* The signer's rule for a full cache: clear it, then add. */
+static int
+cache_put(PyObject *cache, PyObject *key, PyObject *value, Py_ssize_t limit)
+{
+    if (PyDict_GET_SIZE(cache) >= limit) {
+        PyDict_Clear(cache);
+    }
+    return PyDict_SetItem(cache, key, value);
+}
+
+/* A cached (digest, content) pair as the signer writes it: a tuple of two
+ * whose digest is a str. Anything else (a None digest: content the Python
+ * path could not fingerprint) is for the Python path. */
+static int
+cached_pair(PyObject *pair)
+{
+    return PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2 &&
+           PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0));
+}
+
+enum { TOOL, ARGUMENTS, RESULT, STATUS, VOLATILE, TEMP_ROOTS, CALLS, RESULTS, LIMIT, PRESENT,
+       EMPTY, STATUS_TYPE, SIGN_NARGS };
+
+PyDoc_STRVAR(sign_doc,
+             "sign(tool, arguments, result, status, volatile, temp_roots, calls, results,\n"
+             "     limit, present, empty, status_type, /)\n--\n\n"
+             "Signer.sign for JSON text arguments and result, or None.\n\n"
+             "Returns (call_signature, result_digest, signature, arguments content,\n"
+             "result content), reading and filling the signer's two caches as the\n"
+             "Python path does. None means: take the Python path; nothing is left\n"
+             "half done but cache entries that path would write the same.");
+
+static PyObject *
+sign(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != SIGN_NARGS) {
+        PyErr_SetString(PyExc_TypeError, "sign() takes exactly 12 arguments");
+        return NULL;
+    }
+    PyObject *tool = args[TOOL], *arguments = args[ARGUMENTS], *result = args[RESULT];
+    PyObject *status = args[STATUS], *calls = args[CALLS], *results = args[RESULTS];
+    if (!PyDict_CheckExact(calls) || !PyDict_CheckExact(results) ||
+        !PyType_Check(args[STATUS_TYPE])) {
+        PyErr_SetString(PyExc_TypeError, "sign() takes two dicts as caches and a status type");
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(args[LIMIT]);
+    if (limit == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    /* Only what the Python path reads as plain text: a str subclass may encode
+     * or hash its own way, and a status other than a str or Status is str()-ed
+     * there (a str enum's str() is not its value). */
+    if (!PyUnicode_CheckExact(tool) || !PyUnicode_CheckExact(arguments) ||
+        !PyUnicode_CheckExact(result) || !PyUnicode_Check(status) ||
+        !(PyUnicode_CheckExact(status) ||
+          PyObject_TypeCheck(status, (PyTypeObject *)args[STATUS_TYPE]))) {
+        Py_RETURN_NONE;
+    }
+
+    PyObject *owners[4] = {NULL, NULL, NULL, NULL};
+    PyObject *key = NULL, *rkey = NULL, *call = NULL, *done = NULL, *out = NULL;
+    const char *tool8, *args8, *result8, *status8;
+    Py_ssize_t tool_n, args_n, result_n, status_n;
+    State st;
+    int empty, ok;
+    Outcome r = state_init(&st, args[VOLATILE], args[TEMP_ROOTS]);
+    if (r != OK) {
+        goto finish;
+    }
+    /* Every text first: one that is not strict UTF-8 hands the call over
+     * before anything is written. */
+    if ((ok = utf8_of(tool, &tool8, &tool_n, &owners[0])) != 1 ||
+        (ok = utf8_of(arguments, &args8, &args_n, &owners[1])) != 1 ||
+        (ok = utf8_of(result, &result8, &result_n, &owners[2])) != 1 ||
+        (ok = utf8_of(status, &status8, &status_n, &owners[3])) != 1) {
+        r = ok == 0 ? BAIL : FAIL;
+        goto finish;
+    }
+
+    /* (tool, arguments): cached under (tool, xxh3_128 of the text). */
+    PyObject *digest = key128(args8, args_n);
+    if (digest == NULL) {
+        r = FAIL;
+        goto finish;
+    }
+    key = PyTuple_Pack(2, tool, digest);
+    Py_DECREF(digest);
+    if (key == NULL || (ok = dict_get_ref(calls, key, &call)) < 0) {
+        r = FAIL;
+        goto finish;
+    }
+    if (ok) {
+        if (!cached_pair(call)) {
+            r = BAIL;
+            goto finish;
+        }
+    }
+    else {
+        /* tool, a 0x1f, then the canonical bytes: the call signature's input
+         * in one buffer. */
+        if (reserve(&st, tool_n + 1) != OK) {
+            r = FAIL;
+            goto finish;
+        }
+        memcpy(st.out, tool8, (size_t)tool_n);
+        st.out[tool_n] = '\x1f';
+        if ((r = state_run(&st, args8, args_n, tool_n + 1, &empty)) != OK) {
+            goto finish;
+        }
+        PyObject *signature = hex64(st.out, st.len);
+        if (signature == NULL) {
+            r = FAIL;
+            goto finish;
+        }
+        call = PyTuple_Pack(2, signature, empty ? args[EMPTY] : args[PRESENT]);
+        Py_DECREF(signature);
+        if (call == NULL || cache_put(calls, key, call, limit) < 0) {
+            r = FAIL;
+            goto finish;
+        }
+    }
+
+    /* The result: cached under xxh3_128 of its text alone. */
+    rkey = key128(result8, result_n);
+    if (rkey == NULL || (ok = dict_get_ref(results, rkey, &done)) < 0) {
+        r = FAIL;
+        goto finish;
+    }
+    if (ok) {
+        if (!cached_pair(done)) {
+            r = BAIL;
+            goto finish;
+        }
+    }
+    else {
+        if ((r = state_run(&st, result8, result_n, 0, &empty)) != OK) {
+            goto finish;
+        }
+        PyObject *result_digest = hex64(st.out, st.len);
+        if (result_digest == NULL) {
+            r = FAIL;
+            goto finish;
+        }
+        done = PyTuple_Pack(2, result_digest, empty ? args[EMPTY] : args[PRESENT]);
+        Py_DECREF(result_digest);
+        if (done == NULL || cache_put(results, rkey, done, limit) < 0) {
+            r = FAIL;
+            goto finish;
+        }
+    }
+
+    /* call_signature 0x1f result_digest 0x1f status, in the pass's buffer. */
+    PyObject *call_signature = PyTuple_GET_ITEM(call, 0);
+    PyObject *result_digest = PyTuple_GET_ITEM(done, 0);
+    Py_ssize_t call_n, digest_n;
+    const char *call8 = PyUnicode_AsUTF8AndSize(call_signature, &call_n);
+    const char *digest8 = call8 == NULL ? NULL : PyUnicode_AsUTF8AndSize(result_digest, &digest_n);
+    if (digest8 == NULL) {
+        PyErr_Clear(); /* not the signer's hex digits: the Python path knows what to do */
+        r = BAIL;
+        goto finish;
+    }
+    st.len = 0;
+    if (reserve(&st, call_n + digest_n + status_n + 2) != OK) {
+        r = FAIL;
+        goto finish;
+    }
+    memcpy(st.out, call8, (size_t)call_n);
+    st.out[call_n] = '\x1f';
+    memcpy(st.out + call_n + 1, digest8, (size_t)digest_n);
+    st.out[call_n + 1 + digest_n] = '\x1f';
+    memcpy(st.out + call_n + digest_n + 2, status8, (size_t)status_n);
+    PyObject *signature = hex64(st.out, call_n + digest_n + status_n + 2);
+    if (signature == NULL) {
+        r = FAIL;
+        goto finish;
+    }
+    out = PyTuple_New(5);
+    if (out == NULL) {
+        Py_DECREF(signature);
+        r = FAIL;
+        goto finish;
+    }
+    PyTuple_SET_ITEM(out, 0, Py_NewRef(call_signature));
+    PyTuple_SET_ITEM(out, 1, Py_NewRef(result_digest));
+    PyTuple_SET_ITEM(out, 2, signature);
+    PyTuple_SET_ITEM(out, 3, Py_NewRef(PyTuple_GET_ITEM(call, 1)));
+    PyTuple_SET_ITEM(out, 4, Py_NewRef(PyTuple_GET_ITEM(done, 1)));
+
+finish:
+    state_free(&st);
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(owners[i]);
+    }
+    Py_XDECREF(key);
+    Py_XDECREF(rkey);
+    Py_XDECREF(call);
+    Py_XDECREF(done);
+    if (r == BAIL) {
+        Py_RETURN_NONE;
+    }
+    return out; /* NULL with the error set when r is FAIL */
 }
 
 static PyMethodDef methods[] = {
     {"canonical", (PyCFunction)(void (*)(void))canonical, METH_FASTCALL, canonical_doc},
+    {"sign", (PyCFunction)(void (*)(void))sign, METH_FASTCALL, sign_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1182,7 +1512,7 @@ static PyModuleDef_Slot slots[] = {
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "otel_stall._canon",
-    .m_doc = "The signer's fast path: JSON text to canonical bytes in one pass.",
+    .m_doc = "The signer's fast path: JSON text to canonical bytes and digests in one pass.",
     .m_size = 0,
     .m_methods = methods,
     .m_slots = slots,

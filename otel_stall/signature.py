@@ -44,10 +44,30 @@ def _not_built(raw: bytes, volatile: tuple[bytes, ...], temp_roots: bool, /) -> 
     """Stands in for the compiled canonicaliser where it is not built; never called then."""
 
 
+def _sign_not_built(
+    tool: str,
+    arguments: str,
+    result: str,
+    status: str,
+    volatile: tuple[bytes, ...],
+    temp_roots: bool,
+    calls: dict[tuple[str, bytes], tuple[str, Content]],
+    results: dict[bytes, tuple[str | None, Content]],
+    limit: int,
+    present: Content,
+    empty: Content,
+    status_type: type[str],
+    /,
+) -> None:
+    """Stands in for the compiled signer where it is not built; never called then."""
+
+
 try:
     from otel_stall._canon import canonical as _native_canonical
+    from otel_stall._canon import sign as _native_sign
 except ImportError:  # not built (no compiler at install time): the Python path does it all
     _native_canonical = _not_built
+    _native_sign = _sign_not_built
 
 NATIVE_AVAILABLE: Final = _native_canonical is not _not_built
 """Whether the compiled canonicaliser (``otel_stall._canon``) is built here.
@@ -699,11 +719,36 @@ class Signer:
     def sign(self, tool: str, arguments: Any, result: Any, status: Status | str) -> Digests:
         """Hash (tool, arguments), the result, and (tool, arguments, result, status).
 
-        JSON text, the common case, is inlined: a cache look-up on a hash of
-        its bytes, then the compiled canonicaliser on those same bytes.
+        JSON text, the common case, is done in one compiled call where it is
+        built: the cache keys, look-ups, canonical bytes and all three hashes,
+        without the Python glue between them (measured: a quarter of a new
+        call's cost, a third of a repeated one's). What it hands back
+        (``None``: a lone surrogate, text its pass does not know, a status
+        that is neither ``str`` nor :class:`Status`) takes the inlined path
+        below: a cache look-up on a hash of the bytes, then the compiled
+        canonicaliser on those same bytes, then the Python path.
         """
         normaliser = self.normaliser
         native_keys = normaliser._native_keys
+        if native_keys is not None and type(arguments) is str and type(result) is str:
+            signed = _native_sign(
+                tool,
+                arguments,
+                result,
+                status,
+                native_keys,
+                _STANDARD_TEMP_ROOTS,
+                self._calls,
+                self._results,
+                CACHE_ENTRIES,
+                _PRESENT,
+                _EMPTY,
+                Status,
+            )
+            if signed is not None:
+                digests: Digests = _TwinDigests(*signed)
+                digests.__class__ = Digests
+                return digests
         if type(arguments) is str:
             calls = self._calls
             native = native_keys
@@ -762,7 +807,7 @@ class Signer:
         # Concatenation reads a str enum's own text ("ok") without calling __format__.
         part = result_content.value if result_digest is None else result_digest
         signature = _hash((call_signature + "\x1f" + part + "\x1f" + status).encode())
-        digests: Digests = _TwinDigests(
+        digests = _TwinDigests(
             call_signature, result_digest, signature, args_content, result_content
         )
         digests.__class__ = Digests

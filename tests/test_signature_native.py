@@ -10,6 +10,7 @@ extension fail instead of skip.
 
 from __future__ import annotations
 
+import enum
 import importlib
 import json
 import os
@@ -18,11 +19,20 @@ from typing import Any
 
 import orjson
 import pytest
+import xxhash
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from json_strategies import json_values
 
-from otel_stall.signature import NATIVE_AVAILABLE, Content, Normaliser, Signer
+from otel_stall.records import Status
+from otel_stall.signature import (
+    CACHE_ENTRIES,
+    DEFAULT_VOLATILE_KEYS,
+    NATIVE_AVAILABLE,
+    Content,
+    Normaliser,
+    Signer,
+)
 
 REQUIRE_NATIVE = os.environ.get("OTEL_STALL_REQUIRE_NATIVE") == "1"
 
@@ -680,3 +690,271 @@ def test_compiled_path_matches_volatile_names_in_any_case(canon: ModuleType) -> 
     blob, _ = Normaliser(volatile_keys=("ts",), native=False).canonical(text)
     assert blob == b'{"a":{"b":[{}],"c":"x"}}'
     assert canon.canonical(text.encode(), (b"ts",), True) == (blob, False)
+
+
+# -- the compiled signer (_canon.sign) --------------------------------------------
+
+
+class OtherStatus(str, enum.Enum):
+    """A str enum that is not ``Status``: the signer signs its ``str()``, not its value."""
+
+    OK = "ok"
+
+
+class TextStatus(str):
+    """A str subclass that is not ``Status``."""
+
+
+STATUSES = [
+    pytest.param("ok", id="str-ok"),
+    pytest.param("error", id="str-error"),
+    pytest.param(Status.OK, id="Status.OK"),
+    pytest.param(Status.ERROR, id="Status.ERROR"),
+    pytest.param(Status.REFUSED, id="Status.REFUSED"),
+    pytest.param(Status.OVERLOADED, id="Status.OVERLOADED"),
+    pytest.param("", id="str-empty"),
+    pytest.param("d\u00e9j\u00e0 vu \U0001f600", id="str-non-ascii"),
+    pytest.param("x" * 300, id="str-long"),
+    pytest.param(OtherStatus.OK, id="other-str-enum"),
+    pytest.param(TextStatus("ok"), id="str-subclass"),
+    pytest.param(7, id="int"),
+]
+
+TOOLS = [
+    pytest.param("search", id="ascii"),
+    pytest.param("", id="empty"),
+    pytest.param("b\u00fccher_suche", id="latin-1"),
+    pytest.param("\u691c\u7d22\U0001f50d", id="cjk-and-emoji"),
+    pytest.param("bad\ud800tool", id="lone-surrogate"),
+    pytest.param("t" * 5000, id="past-stack-buffer"),
+]
+
+CLEAN_ARGUMENTS = '{"q": "login  timeout", "ts": 17, "path": "/tmp/tmpabcd1234/x"}'
+CLEAN_RESULT = '{"rows": [{"id": 1, "name": "a"}], "count": 1, "request_id": "r-1"}'
+
+
+def assert_signs_agree(
+    tool: str,
+    arguments: str,
+    result: str,
+    status: Any,
+    volatile: tuple[str, ...] | None = None,
+) -> None:
+    """Fresh signers on both paths give equal digests, and the compiled one again from its cache."""
+    python, native = normalisers(volatile)
+    expected = Signer(python).sign(tool, arguments, result, status)
+    signer = Signer(native)
+    assert signer.sign(tool, arguments, result, status) == expected, (arguments, result)
+    assert signer.sign(tool, arguments, result, status) == expected, (arguments, result)
+
+
+@pytest.mark.parametrize("status", STATUSES)
+@pytest.mark.parametrize("tool", TOOLS)
+def test_sign_agrees_for_every_tool_and_status(tool: str, status: Any) -> None:
+    """Non-ASCII and lone-surrogate tools, Status members, plain and odd statuses sign the same."""
+    assert_signs_agree(tool, CLEAN_ARGUMENTS, CLEAN_RESULT, status)
+    assert_signs_agree(tool, '{"rows":[]}', '"  "', status)
+
+
+@pytest.mark.parametrize("status", ["\ud800", "ok\udfff"])
+def test_sign_rejects_a_lone_surrogate_status_on_both_paths(status: str) -> None:
+    """A status that is not UTF-8 raises the same error with the compiled path and without it."""
+    for normaliser in (Normaliser(native=False), Normaliser()):
+        with pytest.raises(UnicodeEncodeError):
+            Signer(normaliser).sign("tool", CLEAN_ARGUMENTS, CLEAN_RESULT, status)
+
+
+@pytest.mark.parametrize("volatile", VOLATILE_SETTINGS)
+@PROPERTY
+@given(
+    arguments=JSON,
+    result=JSON,
+    tool=st.sampled_from(["t", "t\u00f6ol", "bad\udc00"]),
+    status=st.sampled_from(["ok", "error", Status.OK, Status.ERROR, OtherStatus.OK]),
+)
+def test_sign_agrees_on_random_json_calls(
+    volatile: tuple[str, ...] | None, arguments: Any, result: Any, tool: str, status: Any
+) -> None:
+    """Random JSON arguments and results, serialised five ways, sign the same on both paths."""
+    for args_text, result_text in zip(serialised(arguments), serialised(result), strict=True):
+        assert_signs_agree(tool, args_text, result_text, status, volatile)
+
+
+@pytest.mark.parametrize("volatile", VOLATILE_SETTINGS)
+@pytest.mark.parametrize("where", ["arguments", "result", "both"])
+@pytest.mark.parametrize("text", EDGE_TEXTS)
+def test_sign_agrees_on_edge_texts(volatile: tuple[str, ...] | None, text: str, where: str) -> None:
+    """Each hand-written edge text as arguments, as result or as both, next to a clean payload."""
+    arguments = text if where != "result" else CLEAN_ARGUMENTS
+    result = text if where != "arguments" else CLEAN_RESULT
+    assert_signs_agree("tool", arguments, result, Status.OK, volatile)
+
+
+@PROPERTY
+@given(path=PATHS, status=st.sampled_from(["ok", Status.ERROR]))
+def test_sign_agrees_on_temp_paths(path: str, status: Any) -> None:
+    """Temp-root pieces, near misses included, in arguments and result sign the same."""
+    for text in serialised(path):
+        assert_signs_agree("tool", f'{{"p":{text}}}', f"[{text}]", status)
+
+
+@pytest.mark.parametrize("number", NUMBER_TEXTS)
+def test_sign_agrees_on_number_spellings(number: str) -> None:
+    """Hand-written number texts, valid or not, sign the same as arguments and as results."""
+    assert_signs_agree("tool", f'{{"n":{number}}}', number, "ok")
+    assert_signs_agree("tool", number, f"[{number}, 0]", "ok")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "result"),
+    [
+        pytest.param("\ud800", CLEAN_RESULT, id="arguments-bare-surrogate"),
+        pytest.param('{"q": "a\udfffb"}', CLEAN_RESULT, id="arguments-surrogate-in-json"),
+        pytest.param(CLEAN_ARGUMENTS, '["\ud83d"]', id="result-surrogate"),
+        pytest.param('"\udc80"', '"\udc80"', id="both-surrogate"),
+        pytest.param('{"n": 123456789012345678901}', CLEAN_RESULT, id="arguments-big-int"),
+        pytest.param(CLEAN_ARGUMENTS, '"\\u0041 b"', id="result-u-escape"),
+        pytest.param(CLEAN_ARGUMENTS, "[" * 300 + "]" * 300, id="result-too-deep"),
+        pytest.param("[" * 300 + "]" * 300, CLEAN_RESULT, id="arguments-too-deep"),
+        pytest.param(CLEAN_ARGUMENTS, '{"a":1,"a":2}', id="result-duplicate-key"),
+        pytest.param("not json", CLEAN_RESULT, id="arguments-not-json"),
+        pytest.param("", "", id="both-empty"),
+    ],
+)
+def test_sign_agrees_when_one_payload_is_handed_back(arguments: str, result: str) -> None:
+    """A payload the compiled pass hands back, beside one it does, signs the same (and cached)."""
+    assert_signs_agree("tool", arguments, result, Status.OK)
+
+
+@pytest.mark.parametrize("order", ["bail-first", "clean-first"])
+def test_sign_agrees_across_payloads_sharing_a_signer(order: str) -> None:
+    """Calls sharing cached arguments or results, some handed back, sign the same in any order."""
+    texts = [CLEAN_ARGUMENTS, CLEAN_RESULT, '"\\u0041"', "[" * 300 + "]" * 300, "\ud800", "{}"]
+    if order == "bail-first":
+        texts.reverse()
+    python, native = Signer(Normaliser(native=False)), Signer()
+    for _ in range(2):
+        for arguments in texts:
+            for result in texts:
+                expected = python.sign("tool", arguments, result, "ok")
+                assert native.sign("tool", arguments, result, "ok") == expected
+
+
+def test_sign_agrees_after_the_caches_are_cleared() -> None:
+    """More distinct texts than the caches hold: both paths still agree once they are cleared."""
+    python, native = Signer(Normaliser(native=False)), Signer()
+    calls = [
+        (f'{{"q":"query {i}","ts":{i}}}', f'{{"hits":[{i % 7}],"n":{i}}}')
+        for i in range(CACHE_ENTRIES + 50)
+    ]
+    for round_ in range(2):
+        for arguments, result in calls[: 100 if round_ else None]:
+            expected = python.sign("tool", arguments, result, Status.OK)
+            assert native.sign("tool", arguments, result, Status.OK) == expected
+
+
+def compiled_sign(
+    canon: ModuleType,
+    arguments: str,
+    result: str,
+    calls: dict[Any, Any],
+    results: dict[Any, Any],
+    limit: int = CACHE_ENTRIES,
+    status: Any = Status.OK,
+) -> Any:
+    """``_canon.sign`` with the default volatile keys, as ``Signer.sign`` calls it."""
+    keys = tuple(sorted(k.encode() for k in DEFAULT_VOLATILE_KEYS))
+    return canon.sign(
+        "tool",
+        arguments,
+        result,
+        status,
+        keys,
+        True,
+        calls,
+        results,
+        limit,
+        Content.PRESENT,
+        Content.EMPTY,
+        Status,
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "result"),
+    [
+        pytest.param(CLEAN_ARGUMENTS, CLEAN_RESULT, id="clean"),
+        pytest.param('{"items": [], "ts": 1}', '{"rows":[],"count":0}', id="empty"),
+        pytest.param(json.dumps({"s": "x" * LONG}), json.dumps(many(70)), id="long"),
+        pytest.param('{"q": "caf\u00e9"}', '"\u00fcber  alles"', id="non-ascii"),
+    ],
+)
+def test_compiled_sign_does_clean_calls_and_fills_the_caches(
+    canon: ModuleType, arguments: str, result: str
+) -> None:
+    """Clean text/text calls are signed in C, with the Python path's digests and cache entries."""
+    expected = Signer(Normaliser(native=False)).sign("tool", arguments, result, Status.OK)
+    calls: dict[Any, Any] = {}
+    results: dict[Any, Any] = {}
+    signed = compiled_sign(canon, arguments, result, calls, results)
+    assert signed == (
+        expected.call_signature,
+        expected.result_digest,
+        expected.signature,
+        expected.arguments,
+        expected.result,
+    )
+    call_key = ("tool", xxhash.xxh3_128_digest(arguments.encode()))
+    assert calls == {call_key: (expected.call_signature, expected.arguments)}
+    result_key = xxhash.xxh3_128_digest(result.encode())
+    assert results == {result_key: (expected.result_digest, expected.result)}
+
+
+def test_compiled_sign_returns_cached_digests_without_rehashing(canon: ModuleType) -> None:
+    """A cache hit gives the cached objects back as they are: the payload is not canonicalised."""
+    call_signature, result_digest = "0123456789abcdef", "fedcba9876543210"
+    calls = {("tool", xxhash.xxh3_128_digest(b"not json")): (call_signature, Content.EMPTY)}
+    results = {xxhash.xxh3_128_digest(b"[1,"): (result_digest, Content.PRESENT)}
+    signed = compiled_sign(canon, "not json", "[1,", calls, results)
+    assert signed is not None
+    assert signed[0] is calls["tool", xxhash.xxh3_128_digest(b"not json")][0]
+    assert signed[1:] == (
+        result_digest,
+        xxhash.xxh3_64_hexdigest(f"{call_signature}\x1f{result_digest}\x1fok".encode()),
+        Content.EMPTY,
+        Content.PRESENT,
+    )
+
+
+def test_compiled_sign_hands_back_a_result_cached_without_digest(canon: ModuleType) -> None:
+    """A result the Python path could not fingerprint (digest None) is left to that path."""
+    results = {xxhash.xxh3_128_digest(b"[]"): (None, Content.UNKNOWN)}
+    assert compiled_sign(canon, "{}", "[]", {}, results) is None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "result", "status"),
+    [
+        pytest.param('"\\u0041"', "{}", Status.OK, id="arguments-u-escape"),
+        pytest.param("{}", '"\ud800"', Status.OK, id="result-surrogate"),
+        pytest.param("{}", "{}", OtherStatus.OK, id="foreign-str-enum"),
+        pytest.param("{}", "{}", 200, id="int-status"),
+    ],
+)
+def test_compiled_sign_hands_back_what_it_does_not_know(
+    canon: ModuleType, arguments: str, result: str, status: Any
+) -> None:
+    """Escapes, lone surrogates and statuses other than str or Status give None."""
+    assert compiled_sign(canon, arguments, result, {}, {}, status=status) is None
+
+
+def test_compiled_sign_clears_a_full_cache_before_adding(canon: ModuleType) -> None:
+    """At the limit a cache is cleared, then the new entry added: the signer's rule."""
+    calls: dict[Any, Any] = {}
+    results: dict[Any, Any] = {}
+    sizes = []
+    for i in range(5):
+        compiled_sign(canon, f"[{i}]", f'"r{i}"', calls, results, limit=2)
+        sizes.append((len(calls), len(results)))
+    assert sizes == [(1, 1), (2, 2), (1, 1), (2, 2), (1, 1)]
+    assert ("tool", xxhash.xxh3_128_digest(b"[4]")) in calls
