@@ -17,6 +17,12 @@
  * integer, a duplicate key, deep nesting, text that is not JSON), they return
  * None and the caller takes the Python path. tests/test_signature_native.py
  * checks that both give the same bytes.
+ *
+ * builder(cls, names) is a constructor for a frozen slots dataclass record that
+ * allocates the instance and stores each field in its slot: no __init__ (the
+ * frozen one stores through object.__setattr__), no mutable twin re-tagged as
+ * cls. It accepts only classes whose instances are nothing but those slots, and
+ * says so when it is made. tests/test_records_builder.py checks it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1493,13 +1499,323 @@ finish:
     return out; /* NULL with the error set when r is FAIL */
 }
 
+/* -- builder(): frozen slots records built without their __init__ -------------- */
+
+/* The member (slot) descriptor constants: Python.h has them from 3.12 on,
+ * structmember.h (deprecated since) before. */
+#if PY_VERSION_HEX >= 0x030C0000
+#define MEMBER_OBJECT_EX Py_T_OBJECT_EX
+#define MEMBER_SSIZE Py_T_PYSSIZET
+#define MEMBER_READONLY Py_READONLY
+#else
+#include <structmember.h>
+#define MEMBER_OBJECT_EX T_OBJECT_EX
+#define MEMBER_SSIZE T_PYSSIZET
+#define MEMBER_READONLY READONLY
+#endif
+
+typedef struct {
+    PyTypeObject *builder_type;
+} ModuleState;
+
+/* A constructor for one slots class: its instances are allocated and their slots
+ * stored directly, with no __init__ and no __class__ re-tagging. ob_size is the
+ * number of fields; offsets[i] is where field i lives in an instance. */
+typedef struct {
+    PyObject_VAR_HEAD
+    vectorcallfunc vectorcall;
+    PyTypeObject *cls;
+    PyObject *names;
+    Py_ssize_t offsets[1];
+} Builder;
+
+static PyObject *
+builder_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Builder *self = (Builder *)callable;
+    PyTypeObject *cls = self->cls;
+    Py_ssize_t n = Py_SIZE(self);
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) {
+        PyErr_Format(PyExc_TypeError,
+                     "the %.200s builder takes positional arguments only, in field order",
+                     cls->tp_name);
+        return NULL;
+    }
+    if (nargs != n) {
+        PyErr_Format(PyExc_TypeError,
+                     "the %.200s builder takes %zd positional arguments (%zd given)",
+                     cls->tp_name, n, nargs);
+        return NULL;
+    }
+    /* tp_alloc zero-fills (and GC-tracks): until the stores below, which do not
+     * allocate, every slot is NULL, which traversal and dealloc skip. */
+    PyObject *obj = cls->tp_alloc(cls, 0);
+    if (obj == NULL) {
+        return NULL;
+    }
+    char *base = (char *)obj;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        *(PyObject **)(base + self->offsets[i]) = Py_NewRef(args[i]);
+    }
+    return obj;
+}
+
+/* No tp_clear: a builder's references (a type, a tuple of names) are never
+ * cleared while it lives, so a call never meets a half-torn builder; a cycle
+ * through one is broken at the type, whose tp_clear empties its dict. */
+static int
+builder_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    Builder *self = (Builder *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->cls);
+    Py_VISIT(self->names);
+    return 0;
+}
+
+static void
+builder_dealloc(PyObject *op)
+{
+    Builder *self = (Builder *)op;
+    PyTypeObject *tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    Py_XDECREF(self->cls);
+    Py_XDECREF(self->names);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+builder_repr(PyObject *op)
+{
+    Builder *self = (Builder *)op;
+    return PyUnicode_FromFormat("otel_stall._canon.builder(%R, %R)", (PyObject *)self->cls,
+                                self->names);
+}
+
+static PyMemberDef builder_members[] = {
+    {"__vectorcalloffset__", MEMBER_SSIZE, offsetof(Builder, vectorcall), MEMBER_READONLY, NULL},
+    {"cls", MEMBER_OBJECT_EX, offsetof(Builder, cls), MEMBER_READONLY, "The class it builds."},
+    {"names", MEMBER_OBJECT_EX, offsetof(Builder, names), MEMBER_READONLY,
+     "The fields it stores, in argument order."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(builder_type_doc,
+             "A constructor for one slots class: call it with one positional value per\n"
+             "field; made by builder(cls, names).");
+
+static PyType_Slot builder_type_slots[] = {
+    {Py_tp_doc, (void *)builder_type_doc},
+    {Py_tp_dealloc, (void *)builder_dealloc},
+    {Py_tp_traverse, (void *)builder_traverse},
+    {Py_tp_repr, (void *)builder_repr},
+    {Py_tp_call, (void *)PyVectorcall_Call},
+    {Py_tp_members, builder_members},
+    {0, NULL},
+};
+
+static PyType_Spec builder_spec = {
+    .name = "otel_stall._canon.Builder",
+    .basicsize = (int)offsetof(Builder, offsets),
+    .itemsize = (int)sizeof(Py_ssize_t),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+             Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = builder_type_slots,
+};
+
+/* The offset of the slot ``name`` of ``cls``: a writable object member found on
+ * ``cls`` and defined by ``cls`` or a base. -1 with TypeError set otherwise, or
+ * with the error of the look-up when it failed for another reason. */
+static Py_ssize_t
+slot_offset(PyTypeObject *cls, PyObject *name)
+{
+    if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError, "builder() takes field names as str, not %.100s",
+                     Py_TYPE(name)->tp_name);
+        return -1;
+    }
+    PyObject *d = PyObject_GetAttr((PyObject *)cls, name);
+    if (d == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%.200s has no attribute %R, let alone a slot",
+                         cls->tp_name, name);
+        }
+        return -1;
+    }
+    Py_ssize_t offset = -1;
+    if (!Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "%.200s.%U is a %.100s, not a slot", cls->tp_name, name,
+                     Py_TYPE(d)->tp_name);
+    }
+    else {
+        PyMemberDef *member = ((PyMemberDescrObject *)d)->d_member;
+        PyTypeObject *owner = PyDescr_TYPE(d);
+        if (owner == NULL || !PyType_IsSubtype(cls, owner)) {
+            PyErr_Format(PyExc_TypeError, "%.200s.%U is a slot of another class", cls->tp_name,
+                         name);
+        }
+        else if (member->type != MEMBER_OBJECT_EX || (member->flags & MEMBER_READONLY)) {
+            PyErr_Format(PyExc_TypeError, "%.200s.%U is not a writable object slot",
+                         cls->tp_name, name);
+        }
+        else if (member->offset < (Py_ssize_t)sizeof(PyObject) ||
+                 member->offset % (Py_ssize_t)sizeof(PyObject *) != 0 ||
+                 member->offset > cls->tp_basicsize - (Py_ssize_t)sizeof(PyObject *)) {
+            PyErr_Format(PyExc_TypeError, "%.200s.%U lies outside its instances", cls->tp_name,
+                         name);
+        }
+        else {
+            offset = member->offset;
+        }
+    }
+    Py_DECREF(d);
+    return offset;
+}
+
+PyDoc_STRVAR(builder_doc,
+             "builder(cls, names, /)\n--\n\n"
+             "A constructor for instances of ``cls`` that stores one positional value per\n"
+             "name in ``names`` (a tuple of str: the fields, in order) straight into its\n"
+             "slots: no ``__new__``, no ``__init__``, no ``__post_init__``.\n\n"
+             "``cls`` must be a class without ``__dict__`` whose instances hold exactly\n"
+             "those slots (and perhaps ``__weakref__``), each a writable member of ``cls``\n"
+             "or a base, so a built instance is complete; anything else is refused here\n"
+             "with TypeError, never when the builder is called.");
+
+static PyObject *
+make_builder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "builder() takes exactly 2 arguments");
+        return NULL;
+    }
+    if (!PyType_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "builder() takes a class, not %.100s",
+                     Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    if (!PyTuple_Check(args[1])) {
+        PyErr_Format(PyExc_TypeError, "builder() takes a tuple of field names, not %.100s",
+                     Py_TYPE(args[1])->tp_name);
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *names = args[1];
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    int managed_dict = 0;
+#ifdef Py_TPFLAGS_MANAGED_DICT
+    managed_dict = PyType_HasFeature(cls, Py_TPFLAGS_MANAGED_DICT);
+#endif
+    if (cls->tp_dictoffset != 0 || managed_dict) {
+        PyErr_Format(PyExc_TypeError, "%.200s instances have a __dict__: no builder for them",
+                     cls->tp_name);
+        return NULL;
+    }
+    if (cls->tp_itemsize != 0 || cls->tp_alloc == NULL || cls->tp_new == NULL) {
+        PyErr_Format(PyExc_TypeError, "%.200s instances cannot be built from their slots",
+                     cls->tp_name);
+        return NULL;
+    }
+    ModuleState *state = (ModuleState *)PyModule_GetState(module);
+    Builder *self = PyObject_GC_NewVar(Builder, state->builder_type, n);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = builder_vectorcall;
+    self->cls = (PyTypeObject *)Py_NewRef((PyObject *)cls);
+    self->names = Py_NewRef(names);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        self->offsets[i] = 0; /* dealloc reads nothing here, but keep it defined */
+    }
+    PyObject_GC_Track((PyObject *)self);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t offset = slot_offset(cls, PyTuple_GET_ITEM(names, i));
+        if (offset < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (self->offsets[j] == offset) {
+                PyErr_Format(PyExc_TypeError, "%.200s: %R and %R are the same slot",
+                             cls->tp_name, PyTuple_GET_ITEM(names, j),
+                             PyTuple_GET_ITEM(names, i));
+                Py_DECREF(self);
+                return NULL;
+            }
+        }
+        self->offsets[i] = offset;
+    }
+    /* The named slots, all distinct and inside the instance, must be all of it
+     * (but for a __weakref__ slot, which starts NULL): then nothing in a built
+     * instance is left for a __new__ or a C base to set. */
+    Py_ssize_t weak = cls->tp_weaklistoffset > 0 ? 1 : 0;
+    for (Py_ssize_t i = 0; weak && i < n; i++) {
+        if (self->offsets[i] == cls->tp_weaklistoffset) {
+            weak = -1;
+        }
+    }
+    if (weak < 0 || (weak && (cls->tp_weaklistoffset < (Py_ssize_t)sizeof(PyObject) ||
+                              cls->tp_weaklistoffset >= cls->tp_basicsize)) ||
+        cls->tp_basicsize !=
+            (Py_ssize_t)sizeof(PyObject) + (n + weak) * (Py_ssize_t)sizeof(PyObject *)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%.200s instances hold more than the %zd slots named: no builder for them",
+                     cls->tp_name, n);
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int
+module_exec(PyObject *module)
+{
+    ModuleState *state = (ModuleState *)PyModule_GetState(module);
+    state->builder_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &builder_spec, NULL);
+    if (state->builder_type == NULL) {
+        return -1;
+    }
+    return PyModule_AddType(module, state->builder_type);
+}
+
+static int
+module_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    ModuleState *state = (ModuleState *)PyModule_GetState(module);
+    if (state != NULL) {
+        Py_VISIT(state->builder_type);
+    }
+    return 0;
+}
+
+static int
+module_clear(PyObject *module)
+{
+    ModuleState *state = (ModuleState *)PyModule_GetState(module);
+    if (state != NULL) {
+        Py_CLEAR(state->builder_type);
+    }
+    return 0;
+}
+
+static void
+module_free(void *module)
+{
+    (void)module_clear((PyObject *)module);
+}
+
 static PyMethodDef methods[] = {
     {"canonical", (PyCFunction)(void (*)(void))canonical, METH_FASTCALL, canonical_doc},
     {"sign", (PyCFunction)(void (*)(void))sign, METH_FASTCALL, sign_doc},
+    {"builder", (PyCFunction)(void (*)(void))make_builder, METH_FASTCALL, builder_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, (void *)module_exec},
 #if PY_VERSION_HEX >= 0x030C0000
     {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
 #endif
@@ -1512,10 +1828,14 @@ static PyModuleDef_Slot slots[] = {
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "otel_stall._canon",
-    .m_doc = "The signer's fast path: JSON text to canonical bytes and digests in one pass.",
-    .m_size = 0,
+    .m_doc = "The signer's fast path: JSON text to canonical bytes and digests in one pass;\n"
+             "and a constructor for the detector's frozen slots records.",
+    .m_size = sizeof(ModuleState),
     .m_methods = methods,
     .m_slots = slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
 };
 
 PyMODINIT_FUNC

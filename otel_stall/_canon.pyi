@@ -1,6 +1,8 @@
-"""Types of the compiled canonicaliser and signer (``_canon.c``)."""
+"""Types of the compiled canonicaliser, signer and record builder (``_canon.c``)."""
 
-from typing import Any
+from typing import Any, Generic, TypeVar, final
+
+_T = TypeVar("_T")
 
 def canonical(
     raw: bytes, volatile: tuple[bytes, ...], temp_roots: bool, /
@@ -33,4 +35,26 @@ def sign(
     compiled pass hands back, a status that is neither ``str`` nor
     ``status_type``, a cached digest of ``None``); only cache entries that
     path would write the same may have been added.
+    """
+
+@final
+class Builder(Generic[_T]):
+    """A constructor for one slots class, made by :func:`builder`."""
+
+    @property
+    def cls(self) -> type[_T]:
+        """The class it builds."""
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The fields it stores, in argument order."""
+    def __call__(self, *values: Any) -> _T:
+        """A ``cls`` with ``values`` stored in its slots, one per name, in order."""
+
+def builder(cls: type[_T], names: tuple[str, ...], /) -> Builder[_T]:
+    """A constructor that stores one positional value per name straight into ``cls``'s slots.
+
+    ``cls`` must have no ``__dict__`` and its instances nothing but the named
+    slots (and perhaps ``__weakref__``), each a writable member of ``cls`` or a
+    base; anything else raises ``TypeError`` here, never at call time. Calling
+    it with another number of values, or with keywords, raises ``TypeError``.
     """

@@ -39,9 +39,9 @@ from otel_stall.attributes import (
 from otel_stall.attributes import (
     TraceloopAttributes as TL,
 )
-from otel_stall.records import ABSENT, ModelCall, RunKey, Status, ToolCall, unfrozen_twin
+from otel_stall.records import ABSENT, ModelCall, RunKey, Status, ToolCall, record_builder
 
-_TwinToolCall: Final[Any] = unfrozen_twin(ToolCall)
+_new_tool_call: Final = record_builder(ToolCall)
 
 STATUS_UNSET: Final = 0
 STATUS_OK: Final = 1
@@ -277,8 +277,8 @@ class Conventions:
         """:meth:`tool_call` from a span's parts, for callers that hold them already.
 
         The live processor calls this once per tool span; skipping the
-        :class:`SpanRecord` and building the frozen record through its twin
-        (positional slot stores) makes it a fraction of a microsecond.
+        :class:`SpanRecord` and building the frozen record with its record
+        builder (positional slot stores) makes it a fraction of a microsecond.
         """
         get = attrs.get
         if self.custom and (custom := self._custom_for(attrs)) is not None:
@@ -301,7 +301,7 @@ class Conventions:
             if result is None:
                 result = _first(attrs, _RESULT_KEYS)
         call_id = get(GenAI.TOOL_CALL_ID)
-        call: ToolCall = _TwinToolCall(
+        return _new_tool_call(
             tool or _name_from_span(name),
             arguments,
             result,
@@ -315,8 +315,6 @@ class Conventions:
             get(Stall.TOOL_EXEMPT) is True,
             get(Stall.TOOL_APPROVAL) is True,
         )
-        call.__class__ = ToolCall
-        return call
 
     @staticmethod
     def model_call(span: SpanRecord, run_key: RunKey = None) -> ModelCall:

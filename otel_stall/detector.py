@@ -62,7 +62,7 @@ from otel_stall.records import (
     Status,
     ToolCall,
     Verdict,
-    unfrozen_twin,
+    record_builder,
 )
 from otel_stall.signature import Content, Digests
 
@@ -114,13 +114,15 @@ class _ToolInfo(NamedTuple):
     break_at: int
 
 
-_TwinRow: Final[Any] = unfrozen_twin(LedgerRow)
-_TwinFinding: Final[Any] = unfrozen_twin(Finding)
-_TwinObservation: Final[Any] = unfrozen_twin(Observation)
-_TwinReport: Final[Any] = unfrozen_twin(RunReport)
+# Records built on the hot path with every field known: see record_builder.
+_new_row: Final = record_builder(LedgerRow)
+_new_finding: Final = record_builder(Finding)
+_new_observation: Final = record_builder(Observation)
+_new_report: Final = record_builder(RunReport)
 _SEVERITY: Final = ACTION_SEVERITY
 _VERDICT_OF: Final = {action: Verdict.of(action) for action in Action}
 """``Verdict.of`` as a lookup: it runs once per finding."""
+_VERDICT_RANK: Final = {verdict: verdict.severity for verdict in Verdict}
 _CONTINUE: Final = Action.CONTINUE
 _OK: Final = Status.OK
 _ERROR: Final = Status.ERROR
@@ -274,7 +276,7 @@ class RunDetector:
             for finding in findings:
                 if _SEVERITY[finding.action] > _SEVERITY[action]:
                     action = finding.action
-        row = _TwinRow(
+        row = _new_row(
             seq,
             tool,
             signature,
@@ -289,7 +291,6 @@ class RunDetector:
             action,
             call.span_id,
         )
-        row.__class__ = LedgerRow
         rows.append(row)
         current.calls += 1
         current.last = row
@@ -309,12 +310,10 @@ class RunDetector:
                         worst = finding.action
                 row = _with_action(row, worst)
                 rows[-1] = row
-        observation = _TwinObservation(row, ())
         if findings:
-            observation.findings = tuple(findings)
             self._record(findings)
-        observation.__class__ = Observation
-        return observation  # type: ignore[no-any-return]
+            return _new_observation(row, tuple(findings))
+        return _new_observation(row, ())
 
     def _tune(self, policy: StallPolicy) -> None:
         """Read the policy's settings once: it is frozen, and the hot path reads them often."""
@@ -347,7 +346,7 @@ class RunDetector:
             done = self._executed.get(call_signature)
             if done is None:
                 return None
-            return self._finding(
+            return _new_finding(
                 Kind.DUPLICATE_CALL,
                 Action.REFUSE,
                 tool,
@@ -362,7 +361,7 @@ class RunDetector:
         if same < policy.duplicate_consecutive_limit:
             return None
         first = seq - same + 1
-        return self._finding(
+        return _new_finding(
             Kind.DUPLICATE_CALL,
             Action.REFUSE,
             tool,
@@ -406,8 +405,8 @@ class RunDetector:
     def report(self) -> RunReport:
         """A snapshot of the run: verdict, stall score, findings and ledger."""
         rows = self._rows
-        # Built through its twin, as rows are: the replay makes one report per run.
-        report: RunReport = _TwinReport(
+        # Built as rows are: the replay makes one report per run.
+        return _new_report(
             self.run_key,
             self._verdict,
             stall_score(rows),
@@ -417,8 +416,6 @@ class RunDetector:
             tuple(rows),
             {},
         )
-        report.__class__ = RunReport
-        return report
 
     # -- rules ---------------------------------------------------------------
 
@@ -446,7 +443,7 @@ class RunDetector:
             self._repeat_fired = state
             first_seq = seq - consecutive + 1
             findings.append(
-                self._finding(
+                _new_finding(
                     Kind.REPEAT,
                     state,
                     call.tool,
@@ -469,7 +466,7 @@ class RunDetector:
         if policy.duplicate_mode is DuplicateMode.CONSECUTIVE:
             if same >= policy.duplicate_consecutive_limit:
                 findings.append(
-                    self._finding(
+                    _new_finding(
                         Kind.DUPLICATE_CALL,
                         Action.REFUSE,
                         call.tool,
@@ -488,7 +485,7 @@ class RunDetector:
             done[1] += 1
             first_seq = done[0]
             findings.append(
-                self._finding(
+                _new_finding(
                     Kind.DUPLICATE_CALL,
                     Action.REFUSE,
                     call.tool,
@@ -513,7 +510,7 @@ class RunDetector:
         streak = self._failures.setdefault(call.tool, _Streak())
         if streak.bump(seq) == self.policy.failure_limit:
             findings.append(
-                self._finding(
+                _new_finding(
                     Kind.FAILURES,
                     Action.ESCALATE,
                     call.tool,
@@ -549,7 +546,7 @@ class RunDetector:
         if limit is not None and self._budget_calls > limit and not self._budget_fired:
             self._budget_fired = True
             findings.append(
-                self._finding(
+                _new_finding(
                     Kind.BUDGET,
                     Action.BREAK,
                     call.tool,
@@ -573,7 +570,7 @@ class RunDetector:
             return ()
         self._budget_fired = True
         last = self._rows[-1] if self._rows else None
-        finding = self._finding(
+        finding = _new_finding(
             Kind.BUDGET,
             Action.BREAK,
             last.tool if last else "",
@@ -610,7 +607,7 @@ class RunDetector:
             if kind is Kind.REFUSED_ROUNDS
             else messages.no_new_facts(limit, streak.first_seq)
         )
-        finding = self._finding(
+        finding = _new_finding(
             kind,
             Action.BREAK,
             last.tool,
@@ -628,30 +625,14 @@ class RunDetector:
     def _round_number(self) -> int:
         return self._round.number if self._round else self._rounds
 
-    @staticmethod
-    def _finding(
-        kind: Kind,
-        action: Action,
-        tool: str,
-        signature: str,
-        count: int,
-        first_seq: int,
-        seq: int,
-        round_: int,
-        message: str,
-    ) -> Finding:
-        finding: Finding = _TwinFinding(
-            kind, action, tool, signature, count, first_seq, seq, round_, message
-        )
-        finding.__class__ = Finding
-        return finding
-
     def _record(self, findings: Iterable[Finding]) -> None:
+        verdict = self._verdict
         for finding in findings:
             self._findings.append(finding)
-            verdict = _VERDICT_OF[finding.action]
-            if verdict.severity > self._verdict.severity:
-                self._verdict = verdict
+            implied = _VERDICT_OF[finding.action]
+            if _VERDICT_RANK[implied] > _VERDICT_RANK[verdict]:
+                verdict = implied
+        self._verdict = verdict
 
 
 def _with_action(row: LedgerRow, action: Action) -> LedgerRow:

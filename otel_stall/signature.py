@@ -37,7 +37,7 @@ from typing import Any, Final
 import orjson
 import xxhash
 
-from otel_stall.records import ABSENT, Status, unfrozen_twin
+from otel_stall.records import ABSENT, Status, record_builder
 
 
 def _not_built(raw: bytes, volatile: tuple[bytes, ...], temp_roots: bool, /) -> None:
@@ -695,7 +695,7 @@ _PRESENT: Final = Content.PRESENT
 _EMPTY: Final = Content.EMPTY
 _key = xxhash.xxh3_128_digest
 """128 bits, as bytes: half the cost of the same hash as an int (building a 128-bit int)."""
-_TwinDigests: Final[Any] = unfrozen_twin(Digests)
+_new_digests: Final = record_builder(Digests)
 
 
 @dataclass(frozen=True, slots=True)
@@ -746,9 +746,7 @@ class Signer:
                 Status,
             )
             if signed is not None:
-                digests: Digests = _TwinDigests(*signed)
-                digests.__class__ = Digests
-                return digests
+                return _new_digests(*signed)
         if type(arguments) is str:
             calls = self._calls
             native = native_keys
@@ -807,11 +805,7 @@ class Signer:
         # Concatenation reads a str enum's own text ("ok") without calling __format__.
         part = result_content.value if result_digest is None else result_digest
         signature = _hash((call_signature + "\x1f" + part + "\x1f" + status).encode())
-        digests = _TwinDigests(
-            call_signature, result_digest, signature, args_content, result_content
-        )
-        digests.__class__ = Digests
-        return digests
+        return _new_digests(call_signature, result_digest, signature, args_content, result_content)
 
     def _call_signature(self, tool: str, arguments: Any) -> tuple[str, Content]:
         blob, content = self.normaliser.canonical(arguments)

@@ -35,7 +35,7 @@ from otel_stall.enrich import (
     tool_span_attributes,
 )
 from otel_stall.policy import StallPolicy
-from otel_stall.records import ABSENT, Finding, RunReport, ToolCall, unfrozen_twin
+from otel_stall.records import ABSENT, Finding, RunReport, ToolCall, record_builder
 from otel_stall.signature import Digests
 
 _NESTED: Final = "\x00nested"
@@ -46,7 +46,7 @@ _MAX_HOPS: Final = 10_000
 _OTHER: Final = Role.OTHER
 _TOOL: Final = Role.TOOL
 _MODEL: Final = Role.MODEL
-_TwinToolCall: Final[Any] = unfrozen_twin(ToolCall)
+_new_tool_call: Final = record_builder(ToolCall)
 _intern = sys.intern
 
 
@@ -331,8 +331,8 @@ class TraceAnalyzer:
 
 
 def _payload_free(call: ToolCall) -> ToolCall:
-    """A copy of ``call`` without its payloads, built through the record's twin."""
-    bare: ToolCall = _TwinToolCall(
+    """A copy of ``call`` without its payloads, built by its record builder."""
+    return _new_tool_call(
         _intern(call.tool),
         ABSENT,
         ABSENT,
@@ -346,8 +346,6 @@ def _payload_free(call: ToolCall) -> ToolCall:
         call.exempt,
         call.approval,
     )
-    bare.__class__ = ToolCall
-    return bare
 
 
 class _Ancestry:
