@@ -119,6 +119,7 @@ _new_row: Final = record_builder(LedgerRow)
 _new_finding: Final = record_builder(Finding)
 _new_observation: Final = record_builder(Observation)
 _new_report: Final = record_builder(RunReport)
+_new_round: Final = record_builder(_Round)
 _SEVERITY: Final = ACTION_SEVERITY
 _VERDICT_OF: Final = {action: Verdict.of(action) for action in Action}
 """``Verdict.of`` as a lookup: it runs once per finding."""
@@ -561,7 +562,7 @@ class RunDetector:
 
     def _open_round(self) -> tuple[Finding, ...]:
         self._rounds += 1
-        self._round = _Round(self._rounds)
+        self._round = _new_round(self._rounds, 0, None, 0, 0, False, False)
         limit = self.policy.max_rounds
         if limit is None or self._budget_fired:
             return ()

@@ -139,6 +139,67 @@ RunKey = Hashable
 """Identifies one agent invocation; the caller chooses it (trace id, agent span id, ...)."""
 
 
+def unfrozen_twin(cls: type) -> Any:
+    """A mutable slots class with the layout of the frozen slots dataclass ``cls``.
+
+    A frozen dataclass's ``__init__`` stores each field through
+    ``object.__setattr__``, about 100 ns a field: a 13-field :class:`LedgerRow`
+    costs more to build than the rules that fill it. Hot paths build the twin
+    (plain slot stores, positional arguments in field order) and then set
+    ``obj.__class__ = cls``: the result is a real ``cls`` instance, frozen,
+    equal to one built normally, usable with ``dataclasses.replace``. The
+    retagging is checked here, once, so a layout mismatch fails at import.
+    """
+    names = [f.name for f in dataclasses.fields(cls)]
+    twin: Any = dataclasses.make_dataclass(
+        f"_{cls.__name__}Twin", names, slots=True, eq=False, repr=False
+    )
+    probe = twin(*([None] * len(names)))
+    probe.__class__ = cls
+    return twin
+
+
+def record_builder(cls: type[_T], *, native: bool = True) -> Callable[..., _T]:
+    """A constructor for the frozen slots dataclass ``cls`` that skips its ``__init__``.
+
+    Call it with every field, positionally, in field order: ``build(*values)``
+    equals ``cls(*values)`` and is a real, frozen ``cls``. No default is filled
+    in and no ``__new__`` or ``__post_init__`` runs, so it suits hot paths that
+    know every value. Why: a frozen dataclass stores each field through
+    ``object.__setattr__``; :func:`unfrozen_twin` avoids that but pays for the
+    twin's ``__init__`` and the ``__class__`` re-tag (its layout check), about
+    five times a plain tuple for a 9-field :class:`Finding`. The compiled
+    builder (``otel_stall._canon``, where it is built) allocates the instance
+    and stores its slots, with nothing in between. With ``native=False``, or
+    where it is not built, the twin is built and re-tagged: same results.
+
+    Refused here with ``TypeError`` rather than when called: a class whose
+    instances have a ``__dict__``, or a field that is not a plain slot of
+    ``cls`` (a property, say, that shadows it). The Python path also refuses
+    what its re-tag cannot do, where the compiled one builds: slots declared on
+    a base class, a ``__weakref__`` slot. The records here have neither.
+    """
+    names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    if cls.__dictoffset__:
+        raise TypeError(f"{cls.__qualname__} instances have a __dict__: no builder for them")
+    for name in names:
+        if not isinstance(getattr(cls, name, None), types.MemberDescriptorType):
+            raise TypeError(f"{cls.__qualname__}.{name} is not a slot: no builder for it")
+    if native and _compiled_builder is not None:
+        built: Callable[..., _T] = _compiled_builder(cls, names)
+        return built
+    twin = unfrozen_twin(cls)
+
+    def build(*values: Any) -> _T:
+        obj = twin(*values)
+        obj.__class__ = cls
+        made: _T = obj
+        return made
+
+    build.__qualname__ = f"record_builder({cls.__qualname__})"
+    return build
+
+
 def stores_slots_directly(cls: _Record) -> _Record:
     """Give the frozen slots dataclass ``cls`` a constructor that stores its slots plainly.
 
@@ -173,8 +234,14 @@ def stores_slots_directly(cls: _Record) -> _Record:
     twin.__qualname__ = cls.__qualname__  # a bad call's TypeError names the record
     record: Any = cls
     dataclass_init = record.__init__
+    build = record_builder(cls)
+    defaults = tuple(f.default for f in fields)
+    least = sum(1 for f in fields if f.default is dataclasses.MISSING)  # they come first
+    most = len(fields)
 
     def __new__(klass: Any, *args: Any, **kwargs: Any) -> Any:
+        if klass is cls and not kwargs and least <= len(args) <= most:
+            return build(*args, *defaults[len(args) :])  # the common call: positional
         if klass is not cls:
             made = object.__new__(klass)
             if klass.__init__ is object.__init__:  # no __init__ of its own: ours, then
@@ -295,64 +362,3 @@ class RunReport:
     def detected(self) -> bool:
         """Whether any rule fired: what tail sampling keeps."""
         return bool(self.findings)
-
-
-def unfrozen_twin(cls: type) -> Any:
-    """A mutable slots class with the layout of the frozen slots dataclass ``cls``.
-
-    A frozen dataclass's ``__init__`` stores each field through
-    ``object.__setattr__``, about 100 ns a field: a 13-field :class:`LedgerRow`
-    costs more to build than the rules that fill it. Hot paths build the twin
-    (plain slot stores, positional arguments in field order) and then set
-    ``obj.__class__ = cls``: the result is a real ``cls`` instance, frozen,
-    equal to one built normally, usable with ``dataclasses.replace``. The
-    retagging is checked here, once, so a layout mismatch fails at import.
-    """
-    names = [f.name for f in dataclasses.fields(cls)]
-    twin: Any = dataclasses.make_dataclass(
-        f"_{cls.__name__}Twin", names, slots=True, eq=False, repr=False
-    )
-    probe = twin(*([None] * len(names)))
-    probe.__class__ = cls
-    return twin
-
-
-def record_builder(cls: type[_T], *, native: bool = True) -> Callable[..., _T]:
-    """A constructor for the frozen slots dataclass ``cls`` that skips its ``__init__``.
-
-    Call it with every field, positionally, in field order: ``build(*values)``
-    equals ``cls(*values)`` and is a real, frozen ``cls``. No default is filled
-    in and no ``__new__`` or ``__post_init__`` runs, so it suits hot paths that
-    know every value. Why: a frozen dataclass stores each field through
-    ``object.__setattr__``; :func:`unfrozen_twin` avoids that but pays for the
-    twin's ``__init__`` and the ``__class__`` re-tag (its layout check), about
-    five times a plain tuple for a 9-field :class:`Finding`. The compiled
-    builder (``otel_stall._canon``, where it is built) allocates the instance
-    and stores its slots, with nothing in between. With ``native=False``, or
-    where it is not built, the twin is built and re-tagged: same results.
-
-    Refused here with ``TypeError`` rather than when called: a class whose
-    instances have a ``__dict__``, or a field that is not a plain slot of
-    ``cls`` (a property, say, that shadows it). The Python path also refuses
-    what its re-tag cannot do, where the compiled one builds: slots declared on
-    a base class, a ``__weakref__`` slot. The records here have neither.
-    """
-    names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
-    if cls.__dictoffset__:
-        raise TypeError(f"{cls.__qualname__} instances have a __dict__: no builder for them")
-    for name in names:
-        if not isinstance(getattr(cls, name, None), types.MemberDescriptorType):
-            raise TypeError(f"{cls.__qualname__}.{name} is not a slot: no builder for it")
-    if native and _compiled_builder is not None:
-        built: Callable[..., _T] = _compiled_builder(cls, names)
-        return built
-    twin = unfrozen_twin(cls)
-
-    def build(*values: Any) -> _T:
-        obj = twin(*values)
-        obj.__class__ = cls
-        made: _T = obj
-        return made
-
-    build.__qualname__ = f"record_builder({cls.__qualname__})"
-    return build
