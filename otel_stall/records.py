@@ -203,15 +203,16 @@ def record_builder(cls: type[_T], *, native: bool = True) -> Callable[..., _T]:
 def stores_slots_directly(cls: _Record) -> _Record:
     """Give the frozen slots dataclass ``cls`` a constructor that stores its slots plainly.
 
-        A frozen dataclass's ``__init__`` stores each field through
-        ``object.__setattr__``, about 200 ns a field: building a 12-field
-        :class:`ToolCall` cost more than the detector's rules for it. Here
-        ``cls(...)`` builds the mutable twin (same fields, same defaults, plain
-        slot stores) and re-tags it as ``cls``. What callers see is unchanged:
-        the same signature, a frozen instance equal to one built the usual way,
-        ``dataclasses.replace``, copying and pickling. A subclass has a layout of
-        its own, so it is built the dataclass's way (its own ``__init__``, or this
-    record's).
+    A frozen dataclass's ``__init__`` stores each field through
+    ``object.__setattr__``, about 200 ns a field: building a 12-field
+    :class:`ToolCall` cost more than the detector's rules for it. Here a call
+    with positional arguments only goes to :func:`record_builder`, with the
+    defaults filled in; any other call builds the mutable twin (same fields,
+    same defaults, plain slot stores, the dataclass's own argument errors) and
+    re-tags it as ``cls``. What callers see is unchanged: the same signature,
+    a frozen instance equal to one built the usual way, ``dataclasses.replace``,
+    copying and pickling. A subclass has a layout of its own, so it is built
+    the dataclass's way: with its own ``__init__``, or with this record's.
     """
     fields = dataclasses.fields(cls)
     if hasattr(cls, "__post_init__") or any(
