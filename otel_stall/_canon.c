@@ -18,11 +18,15 @@
  * None and the caller takes the Python path. tests/test_signature_native.py
  * checks that both give the same bytes.
  *
- * builder(cls, names) is a constructor for a frozen slots dataclass record that
- * allocates the instance and stores each field in its slot: no __init__ (the
- * frozen one stores through object.__setattr__), no mutable twin re-tagged as
- * cls. It accepts only classes whose instances are nothing but those slots, and
- * says so when it is made. tests/test_records_builder.py checks it.
+ * builder(cls, names, defaults, fallback) is a constructor for a frozen slots
+ * dataclass record that allocates the instance and stores each field in its
+ * slot: no __init__ (the frozen one stores through object.__setattr__), no
+ * mutable twin re-tagged as cls. It accepts only classes whose instances are
+ * nothing but those slots, and says so when it is made. With a fallback it is a
+ * __new__ that binds arguments as the dataclass's __init__ does and hands any
+ * call it does not build to the fallback; install() makes it cls.__new__ and
+ * the vectorcall of cls itself, so ToolCall(...) runs no Python frame at all.
+ * tests/test_records_builder.py checks it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1518,52 +1522,286 @@ typedef struct {
     PyTypeObject *builder_type;
 } ModuleState;
 
+/* "__new__", interned: the key under which a record's class holds the builder
+ * installed as its constructor. One per process, created once and never
+ * released. From 3.12 on it is the runtime's statically allocated, immortal
+ * "__new__" (interning returns that one), shared by every interpreter; before,
+ * interpreters share one GIL. Calls only read it (a borrowed dict key). */
+static PyObject *new_key = NULL;
+
 /* A constructor for one slots class: its instances are allocated and their slots
  * stored directly, with no __init__ and no __class__ re-tagging. ob_size is the
- * number of fields; offsets[i] is where field i lives in an instance. */
+ * number of fields; offsets[i] is where field i lives in an instance; the last
+ * len(defaults) fields have those defaults, the first `required` have none.
+ *
+ * Two ways to call it. A plain builder (no fallback) takes the values
+ * positionally, in field order, at least `required` of them. A constructor (a
+ * fallback given) is a __new__ for cls, called as (klass, *args, **kwargs): it
+ * builds when klass is cls and the arguments bind to the fields as the
+ * dataclass's __init__ binds them (positionally in order, keywords by name, no
+ * field twice, every field without a default given); anything else goes, as
+ * it came, to fallback(klass, *args, **kwargs), which builds the other way or
+ * raises the dataclass's own TypeError. install() makes it cls.__new__ and, for
+ * a class whose metaclass is type, lets calls of cls reach it directly. */
 typedef struct {
     PyObject_VAR_HEAD
     vectorcallfunc vectorcall;
     PyTypeObject *cls;
-    PyObject *names;
+    PyObject *names;    /* tuple of str */
+    PyObject *defaults; /* tuple, at most ob_size values */
+    PyObject *fallback; /* NULL: a plain builder */
+    int constructor;    /* fallback != NULL */
+    Py_ssize_t required;
     Py_ssize_t offsets[1];
 } Builder;
+
+#define MAX_KEYWORDS 64 /* a constructor call with more keywords takes the fallback */
+
+/* A cls with values[i] in slot i, then defaults for the fields not given
+ * (nargs of them given positionally, the others, if any, in `keyword`, by
+ * index: from ``values + nargs``). The caller checked that the given and the
+ * defaulted fields are all of them, each once. */
+static PyObject *
+build(Builder *self, PyObject *const *values, Py_ssize_t nargs, const Py_ssize_t *keyword,
+      Py_ssize_t nkeywords, uint64_t given)
+{
+    PyTypeObject *cls = self->cls;
+    Py_ssize_t n = Py_SIZE(self);
+    /* tp_alloc zero-fills (and GC-tracks): until the stores below, which do not
+     * allocate, every slot is NULL, which traversal and dealloc skip. It may
+     * run a collection, and so Python code, but self and the values are held
+     * by the caller, and cls by self. */
+    PyObject *obj = cls->tp_alloc(cls, 0);
+    if (obj == NULL) {
+        return NULL;
+    }
+    char *base = (char *)obj;
+    Py_ssize_t i = 0;
+    for (; i < nargs; i++) {
+        *(PyObject **)(base + self->offsets[i]) = Py_NewRef(values[i]);
+    }
+    for (Py_ssize_t k = 0; k < nkeywords; k++) {
+        *(PyObject **)(base + self->offsets[keyword[k]]) = Py_NewRef(values[nargs + k]);
+    }
+    for (; i < n; i++) {
+        if (nkeywords == 0 || !(given & ((uint64_t)1 << i))) {
+            *(PyObject **)(base + self->offsets[i]) =
+                Py_NewRef(PyTuple_GET_ITEM(self->defaults, i - self->required));
+        }
+    }
+    return obj;
+}
+
+/* The index of the field called `name`, -1 if none is: by identity first (the
+ * names a call site passes are interned, as the fields' names are), then by
+ * value, for exact str only. */
+static Py_ssize_t
+field_index(Builder *self, PyObject *name)
+{
+    Py_ssize_t n = Py_SIZE(self);
+    PyObject **names = &PyTuple_GET_ITEM(self->names, 0);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (names[i] == name) {
+            return i;
+        }
+    }
+    if (!PyUnicode_CheckExact(name)) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* two str: no error, no Python code */
+        if (PyUnicode_Compare(names[i], name) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* The arguments of a constructor call, klass aside, bound to the fields and
+ * built; or NULL with no error set where they do not bind cleanly (the fallback
+ * then says why, in the dataclass's words); or NULL with the error of the
+ * allocation. */
+static PyObject *
+bind_and_build(Builder *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t n = Py_SIZE(self);
+    Py_ssize_t nkeywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs > n) {
+        return NULL;
+    }
+    if (nkeywords == 0) {
+        return nargs < self->required ? NULL : build(self, args, nargs, NULL, 0, 0);
+    }
+    if (nkeywords > MAX_KEYWORDS || n > MAX_KEYWORDS) {
+        return NULL;
+    }
+    Py_ssize_t keyword[MAX_KEYWORDS];
+    uint64_t given = 0;
+    for (Py_ssize_t k = 0; k < nkeywords; k++) {
+        Py_ssize_t i = field_index(self, PyTuple_GET_ITEM(kwnames, k));
+        if (i < nargs || (given & ((uint64_t)1 << i))) { /* unknown, or given twice */
+            return NULL;
+        }
+        given |= (uint64_t)1 << i;
+        keyword[k] = i;
+    }
+    for (Py_ssize_t i = nargs; i < self->required; i++) {
+        if (!(given & ((uint64_t)1 << i))) { /* missing */
+            return NULL;
+        }
+    }
+    return build(self, args, nargs, keyword, nkeywords, given);
+}
 
 static PyObject *
 builder_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Builder *self = (Builder *)callable;
-    PyTypeObject *cls = self->cls;
-    Py_ssize_t n = Py_SIZE(self);
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->constructor) {
+        if (nargs > 0 && args[0] == (PyObject *)self->cls) {
+            PyObject *obj = bind_and_build(self, args + 1, nargs - 1, kwnames);
+            if (obj != NULL || PyErr_Occurred()) {
+                return obj;
+            }
+        }
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    }
+    PyTypeObject *cls = self->cls;
     if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) {
         PyErr_Format(PyExc_TypeError,
                      "the %.200s builder takes positional arguments only, in field order",
                      cls->tp_name);
         return NULL;
     }
-    if (nargs != n) {
-        PyErr_Format(PyExc_TypeError,
-                     "the %.200s builder takes %zd positional arguments (%zd given)",
-                     cls->tp_name, n, nargs);
+    Py_ssize_t n = Py_SIZE(self);
+    if (nargs < self->required || nargs > n) {
+        if (self->required == n) {
+            PyErr_Format(PyExc_TypeError,
+                         "the %.200s builder takes %zd positional arguments (%zd given)",
+                         cls->tp_name, n, nargs);
+        }
+        else {
+            PyErr_Format(PyExc_TypeError,
+                         "the %.200s builder takes from %zd to %zd positional arguments "
+                         "(%zd given)",
+                         cls->tp_name, self->required, n, nargs);
+        }
         return NULL;
     }
-    /* tp_alloc zero-fills (and GC-tracks): until the stores below, which do not
-     * allocate, every slot is NULL, which traversal and dealloc skip. */
-    PyObject *obj = cls->tp_alloc(cls, 0);
-    if (obj == NULL) {
-        return NULL;
-    }
-    char *base = (char *)obj;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        *(PyObject **)(base + self->offsets[i]) = Py_NewRef(args[i]);
-    }
-    return obj;
+    return build(self, args, nargs, NULL, 0, 0);
 }
 
-/* No tp_clear: a builder's references (a type, a tuple of names) are never
- * cleared while it lives, so a call never meets a half-torn builder; a cycle
- * through one is broken at the type, whose tp_clear empties its dict. */
+static void builder_dealloc(PyObject *op);
+
+/* The constructor installed as cls.__new__, a new reference, or NULL (no error
+ * set) if there is none any more: the entry in cls's own dict, a constructor
+ * builder made for cls. NULL with an error only if the look-up failed. */
+static Builder *
+installed(PyTypeObject *cls)
+{
+    PyObject *dict = cls->tp_dict;
+    if (dict == NULL || new_key == NULL) {
+        return NULL;
+    }
+    PyObject *found;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyDict_GetItemRef(dict, new_key, &found) <= 0) { /* a strong reference: free threading */
+        return NULL;
+    }
+#else
+    found = Py_XNewRef(PyDict_GetItemWithError(dict, new_key));
+    if (found == NULL) {
+        return NULL;
+    }
+#endif
+    if (Py_TYPE(found)->tp_dealloc == builder_dealloc) {
+        Builder *b = (Builder *)found;
+        if (b->constructor && b->cls == cls) {
+            return b;
+        }
+    }
+    Py_DECREF(found);
+    return NULL;
+}
+
+/* What calling the class does without a vectorcall of its own: the metaclass's
+ * tp_call (type.__call__: __new__, then __init__) on a tuple and a dict. */
+static PyObject *
+call_as_usual(PyObject *type, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    ternaryfunc call = Py_TYPE(type)->tp_call;
+    if (call == NULL) {
+        PyErr_Format(PyExc_TypeError, "'%.200s' object is not callable", Py_TYPE(type)->tp_name);
+        return NULL;
+    }
+    PyObject *tuple = PyTuple_New(nargs);
+    if (tuple == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
+    }
+    PyObject *kwargs = NULL;
+    Py_ssize_t nkeywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nkeywords > 0) {
+        kwargs = PyDict_New();
+        if (kwargs == NULL) {
+            Py_DECREF(tuple);
+            return NULL;
+        }
+        for (Py_ssize_t k = 0; k < nkeywords; k++) {
+            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k), args[nargs + k]) < 0) {
+                Py_DECREF(kwargs);
+                Py_DECREF(tuple);
+                return NULL;
+            }
+        }
+    }
+    PyObject *result = NULL;
+    if (Py_EnterRecursiveCall(" while calling a Python object") == 0) {
+        result = call(type, tuple, kwargs);
+        Py_LeaveRecursiveCall();
+    }
+    Py_XDECREF(kwargs);
+    Py_DECREF(tuple);
+    return result;
+}
+
+/* The vectorcall of a class with a constructor installed: calls of the class
+ * itself (not of its subclasses: tp_vectorcall is not inherited) come here.
+ * While cls.__new__ is still that constructor, cls has no __init__ but
+ * object's (which type.__call__ would run to no effect) and the metaclass is
+ * type, the call is the constructor's, klass being cls; else, or when the
+ * arguments do not bind, it is the usual call, which reaches __new__ (the
+ * constructor, then its fallback) and __init__ as without this. */
+static PyObject *
+record_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyTypeObject *cls = (PyTypeObject *)type;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (Py_IS_TYPE(type, &PyType_Type) && cls->tp_init == PyBaseObject_Type.tp_init) {
+        /* held, not borrowed: a collection in the allocation may run Python code */
+        Builder *b = installed(cls);
+        if (b == NULL && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (b != NULL) {
+            PyObject *obj = bind_and_build(b, args, nargs, kwnames);
+            Py_DECREF(b);
+            if (obj != NULL || PyErr_Occurred()) {
+                return obj;
+            }
+        }
+    }
+    return call_as_usual(type, args, nargs, kwnames);
+}
+
+/* No tp_clear: a builder's references (a type, tuples, the fallback) are never
+ * cleared while it lives, so a call never meets a half-torn builder. A cycle
+ * through one is broken elsewhere: each such cycle runs through an object made
+ * before the builder and changed to refer to it after (the type, whose
+ * tp_clear empties its dict; a list, a cell, a dict), and so clearable. */
 static int
 builder_traverse(PyObject *op, visitproc visit, void *arg)
 {
@@ -1571,6 +1809,8 @@ builder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(op));
     Py_VISIT(self->cls);
     Py_VISIT(self->names);
+    Py_VISIT(self->defaults);
+    Py_VISIT(self->fallback);
     return 0;
 }
 
@@ -1582,6 +1822,8 @@ builder_dealloc(PyObject *op)
     PyObject_GC_UnTrack(op);
     Py_XDECREF(self->cls);
     Py_XDECREF(self->names);
+    Py_XDECREF(self->defaults);
+    Py_XDECREF(self->fallback);
     tp->tp_free(op);
     Py_DECREF(tp);
 }
@@ -1590,6 +1832,15 @@ static PyObject *
 builder_repr(PyObject *op)
 {
     Builder *self = (Builder *)op;
+    if (self->constructor) {
+        return PyUnicode_FromFormat("otel_stall._canon.builder(%R, %R, %R, %R)",
+                                    (PyObject *)self->cls, self->names, self->defaults,
+                                    self->fallback);
+    }
+    if (PyTuple_GET_SIZE(self->defaults) != 0) {
+        return PyUnicode_FromFormat("otel_stall._canon.builder(%R, %R, %R)",
+                                    (PyObject *)self->cls, self->names, self->defaults);
+    }
     return PyUnicode_FromFormat("otel_stall._canon.builder(%R, %R)", (PyObject *)self->cls,
                                 self->names);
 }
@@ -1599,12 +1850,17 @@ static PyMemberDef builder_members[] = {
     {"cls", MEMBER_OBJECT_EX, offsetof(Builder, cls), MEMBER_READONLY, "The class it builds."},
     {"names", MEMBER_OBJECT_EX, offsetof(Builder, names), MEMBER_READONLY,
      "The fields it stores, in argument order."},
+    {"defaults", MEMBER_OBJECT_EX, offsetof(Builder, defaults), MEMBER_READONLY,
+     "The values of the last fields when not given."},
+    {"fallback", MEMBER_OBJECT_EX, offsetof(Builder, fallback), MEMBER_READONLY,
+     "A constructor's __new__ for the calls it does not build (absent: a plain builder)."},
     {NULL, 0, 0, 0, NULL},
 };
 
 PyDoc_STRVAR(builder_type_doc,
-             "A constructor for one slots class: call it with one positional value per\n"
-             "field; made by builder(cls, names).");
+             "A constructor for one slots class, made by builder(cls, names, defaults,\n"
+             "fallback): called with the field values, positionally; with a fallback,\n"
+             "as cls.__new__, with (klass, *args, **kwargs).");
 
 static PyType_Slot builder_type_slots[] = {
     {Py_tp_doc, (void *)builder_type_doc},
@@ -1676,10 +1932,17 @@ slot_offset(PyTypeObject *cls, PyObject *name)
 }
 
 PyDoc_STRVAR(builder_doc,
-             "builder(cls, names, /)\n--\n\n"
-             "A constructor for instances of ``cls`` that stores one positional value per\n"
-             "name in ``names`` (a tuple of str: the fields, in order) straight into its\n"
-             "slots: no ``__new__``, no ``__init__``, no ``__post_init__``.\n\n"
+             "builder(cls, names, defaults=(), fallback=None, /)\n--\n\n"
+             "A constructor for instances of ``cls`` that stores one value per name in\n"
+             "``names`` (a tuple of str: the fields, in order) straight into its slots:\n"
+             "no ``__new__``, no ``__init__``, no ``__post_init__``. ``defaults`` (a\n"
+             "tuple) are the values of the last fields when they are not given.\n\n"
+             "Without ``fallback`` it takes the values positionally, in field order.\n"
+             "With one (a callable) it is a ``__new__`` for ``cls`` (see install()),\n"
+             "called as ``(klass, *args, **kwargs)``: it builds when ``klass`` is\n"
+             "``cls`` and the arguments bind to the fields as a dataclass's\n"
+             "``__init__`` binds them, and calls ``fallback(klass, *args, **kwargs)``\n"
+             "for anything else (a subclass, a bad call).\n\n"
              "``cls`` must be a class without ``__dict__`` whose instances hold exactly\n"
              "those slots (and perhaps ``__weakref__``), each a writable member of ``cls``\n"
              "or a base, so a built instance is complete; anything else is refused here\n"
@@ -1688,8 +1951,8 @@ PyDoc_STRVAR(builder_doc,
 static PyObject *
 make_builder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "builder() takes exactly 2 arguments");
+    if (nargs < 2 || nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "builder() takes from 2 to 4 arguments");
         return NULL;
     }
     if (!PyType_Check(args[0])) {
@@ -1705,6 +1968,23 @@ make_builder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyTypeObject *cls = (PyTypeObject *)args[0];
     PyObject *names = args[1];
     Py_ssize_t n = PyTuple_GET_SIZE(names);
+    PyObject *defaults = nargs > 2 ? args[2] : NULL;
+    PyObject *fallback = nargs > 3 && args[3] != Py_None ? args[3] : NULL;
+    if (defaults != NULL && !PyTuple_Check(defaults)) {
+        PyErr_Format(PyExc_TypeError, "builder() takes a tuple of defaults, not %.100s",
+                     Py_TYPE(defaults)->tp_name);
+        return NULL;
+    }
+    if (defaults != NULL && PyTuple_GET_SIZE(defaults) > n) {
+        PyErr_Format(PyExc_TypeError, "builder() got %zd defaults for %zd fields",
+                     PyTuple_GET_SIZE(defaults), n);
+        return NULL;
+    }
+    if (fallback != NULL && !PyCallable_Check(fallback)) {
+        PyErr_Format(PyExc_TypeError, "builder() takes a callable fallback, not %.100s",
+                     Py_TYPE(fallback)->tp_name);
+        return NULL;
+    }
     int managed_dict = 0;
 #ifdef Py_TPFLAGS_MANAGED_DICT
     managed_dict = PyType_HasFeature(cls, Py_TPFLAGS_MANAGED_DICT);
@@ -1727,10 +2007,19 @@ make_builder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     self->vectorcall = builder_vectorcall;
     self->cls = (PyTypeObject *)Py_NewRef((PyObject *)cls);
     self->names = Py_NewRef(names);
+    self->defaults = defaults != NULL ? Py_NewRef(defaults) : PyTuple_New(0);
+    self->fallback = Py_XNewRef(fallback);
+    self->constructor = fallback != NULL;
+    self->required = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         self->offsets[i] = 0; /* dealloc reads nothing here, but keep it defined */
     }
     PyObject_GC_Track((PyObject *)self);
+    if (self->defaults == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->required = n - PyTuple_GET_SIZE(self->defaults);
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t offset = slot_offset(cls, PyTuple_GET_ITEM(names, i));
         if (offset < 0) {
@@ -1770,9 +2059,57 @@ make_builder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return (PyObject *)self;
 }
 
+PyDoc_STRVAR(install_doc,
+             "install(constructor, /)\n--\n\n"
+             "Make ``constructor`` (a builder made with a fallback) the ``__new__`` of its\n"
+             "class, which must have no ``__init__`` but object's: the constructor stores\n"
+             "every field. Where the class's metaclass is ``type``, calls of the class\n"
+             "itself (not of subclasses) then reach the constructor without\n"
+             "``type.__call__`` in between, for as long as it stays the class's\n"
+             "``__new__`` and no ``__init__`` is added; what they do is unchanged.");
+
+static PyObject *
+install(PyObject *module, PyObject *arg)
+{
+    ModuleState *state = (ModuleState *)PyModule_GetState(module);
+    if (!Py_IS_TYPE(arg, state->builder_type)) {
+        PyErr_Format(PyExc_TypeError, "install() takes a builder, not %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    Builder *self = (Builder *)arg;
+    if (!self->constructor) {
+        PyErr_SetString(PyExc_TypeError,
+                        "install() takes a builder made with a fallback: a __new__");
+        return NULL;
+    }
+    PyTypeObject *cls = self->cls;
+    if (cls->tp_init != PyBaseObject_Type.tp_init) {
+        PyErr_Format(PyExc_TypeError,
+                     "%.200s has an __init__ of its own, which would run after the builder",
+                     cls->tp_name);
+        return NULL;
+    }
+    if (PyObject_SetAttr((PyObject *)cls, new_key, arg) < 0) {
+        return NULL;
+    }
+    if (Py_IS_TYPE((PyObject *)cls, &PyType_Type) &&
+        (cls->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+        (cls->tp_vectorcall == NULL || cls->tp_vectorcall == record_vectorcall)) {
+        cls->tp_vectorcall = record_vectorcall;
+    }
+    Py_RETURN_NONE;
+}
+
 static int
 module_exec(PyObject *module)
 {
+    if (new_key == NULL) {
+        new_key = PyUnicode_InternFromString("__new__");
+        if (new_key == NULL) {
+            return -1;
+        }
+    }
     ModuleState *state = (ModuleState *)PyModule_GetState(module);
     state->builder_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &builder_spec, NULL);
     if (state->builder_type == NULL) {
@@ -1811,6 +2148,7 @@ static PyMethodDef methods[] = {
     {"canonical", (PyCFunction)(void (*)(void))canonical, METH_FASTCALL, canonical_doc},
     {"sign", (PyCFunction)(void (*)(void))sign, METH_FASTCALL, sign_doc},
     {"builder", (PyCFunction)(void (*)(void))make_builder, METH_FASTCALL, builder_doc},
+    {"install", (PyCFunction)install, METH_O, install_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,5 +1,6 @@
 """Types of the compiled canonicaliser, signer and record builder (``_canon.c``)."""
 
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar, final
 
 _T = TypeVar("_T")
@@ -47,14 +48,48 @@ class Builder(Generic[_T]):
     @property
     def names(self) -> tuple[str, ...]:
         """The fields it stores, in argument order."""
-    def __call__(self, *values: Any) -> _T:
-        """A ``cls`` with ``values`` stored in its slots, one per name, in order."""
+    @property
+    def defaults(self) -> tuple[Any, ...]:
+        """The values of the last fields when they are not given."""
+    @property
+    def fallback(self) -> Callable[..., Any]:
+        """A constructor's ``__new__`` for what it does not build; absent on a plain builder."""
+    def __call__(self, *values: Any, **keywords: Any) -> _T:
+        """A plain builder: a ``cls`` with ``values`` stored in its slots, one per name, in order.
 
-def builder(cls: type[_T], names: tuple[str, ...], /) -> Builder[_T]:
-    """A constructor that stores one positional value per name straight into ``cls``'s slots.
+        A constructor (made with a fallback): called as ``(klass, *args, **kwargs)``.
+        """
+
+def builder(
+    cls: type[_T],
+    names: tuple[str, ...],
+    defaults: tuple[Any, ...] = (),
+    fallback: Callable[..., Any] | None = None,
+    /,
+) -> Builder[_T]:
+    """A constructor that stores one value per name straight into ``cls``'s slots.
 
     ``cls`` must have no ``__dict__`` and its instances nothing but the named
     slots (and perhaps ``__weakref__``), each a writable member of ``cls`` or a
-    base; anything else raises ``TypeError`` here, never at call time. Calling
-    it with another number of values, or with keywords, raises ``TypeError``.
+    base; ``defaults`` a tuple of at most ``len(names)`` values, for the last
+    fields; ``fallback`` callable or ``None``. Anything else raises
+    ``TypeError`` here, never at call time.
+
+    Without ``fallback``, it takes the values positionally, in field order,
+    the defaulted ones optional; another number of values, or a keyword, raises
+    ``TypeError``. With one, it is a ``__new__`` for ``cls`` (see
+    :func:`install`), called as ``(klass, *args, **kwargs)``: it builds when
+    ``klass`` is ``cls`` and the arguments bind to the fields as a dataclass's
+    ``__init__`` binds them (in order, by name, none twice, every field without
+    a default given), and returns ``fallback(klass, *args, **kwargs)`` for
+    anything else.
+    """
+
+def install(constructor: Builder[Any], /) -> None:
+    """Make ``constructor`` (made with a fallback) the ``__new__`` of its class.
+
+    The class must have no ``__init__`` but ``object``'s. Where its metaclass is
+    ``type``, calls of the class itself (not of subclasses) then reach the
+    constructor without ``type.__call__`` in between, while it stays the
+    class's ``__new__`` and no ``__init__`` is added; their results are unchanged.
     """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import inspect
 import types
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -17,13 +18,16 @@ from typing import Any, Final, TypeVar
 _Record = TypeVar("_Record", bound=type)
 _T = TypeVar("_T")
 
-_compiled_builder: Callable[[type[Any], tuple[str, ...]], Callable[..., Any]] | None
+_compiled_builder: Callable[..., Callable[..., Any]] | None
+_compiled_install: Callable[[Any], None] | None
 try:
     from otel_stall._canon import builder as _canon_builder
+    from otel_stall._canon import install as _canon_install
 except ImportError:  # not built (no compiler at install time): record_builder builds in Python
-    _compiled_builder = None
+    _compiled_builder = _compiled_install = None
 else:
     _compiled_builder = _canon_builder
+    _compiled_install = _canon_install
 
 
 class Status(str, enum.Enum):
@@ -200,12 +204,20 @@ def record_builder(cls: type[_T], *, native: bool = True) -> Callable[..., _T]:
     return build
 
 
-def stores_slots_directly(cls: _Record) -> _Record:
+def stores_slots_directly(cls: _Record, *, native: bool = True) -> _Record:
     """Give the frozen slots dataclass ``cls`` a constructor that stores its slots plainly.
 
     A frozen dataclass's ``__init__`` stores each field through
     ``object.__setattr__``, about 200 ns a field: building a 12-field
-    :class:`ToolCall` cost more than the detector's rules for it. Here a call
+    :class:`ToolCall` cost more than the detector's rules for it. Here
+    ``cls.__new__`` builds the record from its slots and ``__init__`` is gone.
+    Where ``otel_stall._canon`` is built (and unless ``native=False``), that
+    ``__new__`` is its compiled constructor, installed so that a call of
+    ``cls`` itself reaches it directly: it binds positional and keyword
+    arguments to the fields as the dataclass's ``__init__`` does, fills in the
+    defaults and stores the slots, with no Python frame at all. Any call it
+    does not build (a subclass, a bad call) goes to the Python ``__new__``
+    below, which is also the whole constructor without the compiled one: a call
     with positional arguments only goes to :func:`record_builder`, with the
     defaults filled in; any other call builds the mutable twin (same fields,
     same defaults, plain slot stores, the dataclass's own argument errors) and
@@ -213,10 +225,13 @@ def stores_slots_directly(cls: _Record) -> _Record:
     a frozen instance equal to one built the usual way, ``dataclasses.replace``,
     copying and pickling. A subclass has a layout of its own, so it is built
     the dataclass's way: with its own ``__init__``, or with this record's.
+
+    Refused with ``TypeError``: a field with a default factory, a field left
+    out of ``__init__`` or keyword-only, a ``__post_init__``.
     """
     fields = dataclasses.fields(cls)
     if hasattr(cls, "__post_init__") or any(
-        not f.init or f.default_factory is not dataclasses.MISSING for f in fields
+        not f.init or f.kw_only or f.default_factory is not dataclasses.MISSING for f in fields
     ):
         raise TypeError(f"{cls.__name__}: only plain fields can be stored directly")
     twin: Any = dataclasses.make_dataclass(
@@ -233,9 +248,11 @@ def stores_slots_directly(cls: _Record) -> _Record:
         match_args=False,
     )
     twin.__qualname__ = cls.__qualname__  # a bad call's TypeError names the record
+    twin.__init__.__qualname__ = f"{cls.__qualname__}.__init__"  # as the dataclass's own does
     record: Any = cls
+    signature = inspect.signature(cls)  # the dataclass's, before __init__ goes
     dataclass_init = record.__init__
-    build = record_builder(cls)
+    build: Callable[..., Any] = record_builder(record, native=native)
     defaults = tuple(f.default for f in fields)
     least = sum(1 for f in fields if f.default is dataclasses.MISSING)  # they come first
     most = len(fields)
@@ -256,9 +273,14 @@ def stores_slots_directly(cls: _Record) -> _Record:
         # Copying and pickling rebuild through the constructor, with every field.
         return type(self), tuple(getattr(self, f.name) for f in dataclasses.fields(self))
 
-    record.__new__ = staticmethod(__new__)
     record.__reduce__ = __reduce__
-    del record.__init__  # __new__ has stored every field already
+    record.__signature__ = signature  # what inspect shows: the fields, not __new__'s
+    del record.__init__  # __new__ stores every field
+    if native and _compiled_builder is not None and _compiled_install is not None:
+        names = tuple(f.name for f in fields)
+        _compiled_install(_compiled_builder(cls, names, defaults[least:], __new__))
+    else:
+        record.__new__ = staticmethod(__new__)
     record(*(None for f in fields if f.default is dataclasses.MISSING))  # the re-tag works
     return cls
 

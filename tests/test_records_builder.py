@@ -38,6 +38,7 @@ from otel_stall.records import (
     ToolCall,
     Verdict,
     record_builder,
+    stores_slots_directly,
 )
 from otel_stall.signature import NATIVE_AVAILABLE, Content, Digests
 
@@ -423,3 +424,303 @@ def test_builds_keep_exact_references(cls: type[Any], native: bool) -> None:
     assert sys.getrefcount(value) == before + 100
     del built
     assert sys.getrefcount(value) == before
+
+
+# -- the public constructor: stores_slots_directly ---------------------------------
+
+
+def _record(native: bool | None) -> Any:
+    """A fresh frozen slots record; ``stores_slots_directly`` on ``native``'s path, or plain."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Rec:
+        first: Any
+        second: Any = 1
+        third: Any = ABSENT
+
+    return Rec if native is None else stores_slots_directly(Rec, native=native)
+
+
+def _outcome(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
+    """What a call gives: the class name and field values, or the error and its message."""
+    try:
+        made = cls(*args, **kwargs)
+    except TypeError as error:
+        return TypeError, str(error)
+    return type(made).__name__, tuple(getattr(made, f.name) for f in dataclasses.fields(made))
+
+
+CALLS = [
+    pytest.param((1,), {}, id="least"),
+    pytest.param((1, 2, 3), {}, id="all"),
+    pytest.param((1, 2), {"third": 3}, id="mixed"),
+    pytest.param((), {"third": 3, "first": 1}, id="keywords-out-of-order"),
+    pytest.param((), {"first": 1, "second": 2, "third": 3}, id="keywords-only"),
+    pytest.param((), {}, id="missing"),
+    pytest.param((), {"second": 2}, id="missing-with-keyword"),
+    pytest.param((1, 2, 3, 4), {}, id="too-many"),
+    pytest.param((1,), {"first": 2}, id="given-twice"),
+    pytest.param((1,), {"fourth": 2}, id="unknown-keyword"),
+    pytest.param((1,), {"self": 2}, id="self"),
+    pytest.param((1,), {"__dataclass_self__": 2}, id="dataclass-self"),
+]
+
+
+@pytest.mark.parametrize(("args", "kwargs"), CALLS)
+def test_constructor_behaves_as_the_dataclass(
+    native: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """Fields stored, defaults filled, or the same TypeError word for word: on both paths."""
+    assert _outcome(_record(native), args, kwargs) == _outcome(_record(None), args, kwargs)
+
+
+@pytest.mark.parametrize(("args", "kwargs"), CALLS)
+def test_tool_call_behaves_as_the_dataclass(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """The real record against a plain frozen dataclass with its fields and defaults."""
+    plain = dataclasses.make_dataclass(
+        "ToolCall",
+        [
+            (f.name, f.type, dataclasses.field(default=f.default))
+            for f in dataclasses.fields(ToolCall)
+        ],
+        frozen=True,
+        slots=True,
+    )
+    names = {"first": "tool", "second": "arguments", "third": "result", "fourth": "bogus"}
+    kwargs = {names.get(name, name): value for name, value in kwargs.items()}
+    assert _outcome(ToolCall, args, kwargs) == _outcome(plain, args, kwargs)
+
+
+def test_constructor_keeps_the_dataclass_signature(native: bool) -> None:
+    """``inspect.signature`` shows the fields, as for the dataclass, not ``__new__``'s."""
+    import inspect
+
+    assert inspect.signature(_record(native)) == inspect.signature(_record(None))
+    assert "tool: 'str'" in str(inspect.signature(ToolCall))
+
+
+def test_constructor_is_compiled_where_built(canon: ModuleType) -> None:
+    """``ToolCall.__new__`` is the compiled constructor, with the Python ``__new__`` behind it."""
+    new = vars(ToolCall)["__new__"]
+    assert isinstance(new, canon.Builder)
+    assert new.cls is ToolCall
+    assert new.names == _names(ToolCall)
+    assert new.defaults == tuple(f.default for f in dataclasses.fields(ToolCall))[1:]
+    assert callable(new.fallback)
+    assert new(ToolCall, "t", span_id="s") == ToolCall("t", span_id="s")
+    assert isinstance(vars(_record(False))["__new__"], staticmethod)
+
+
+@pytest.mark.parametrize("rebuild", [copy.copy, copy.deepcopy, pickle.dumps, dataclasses.replace])
+def test_constructor_records_copy_and_replace(native: bool, rebuild: Callable[[Any], Any]) -> None:
+    """Copies and ``dataclasses.replace`` rebuild through the constructor: equal records."""
+    rec = _record(native)
+    made = rec("a", third=[3])
+    if rebuild is pickle.dumps:  # a local class does not pickle: its reduction does
+        cls, args = made.__reduce__()
+        again = cls(*args)
+    else:
+        again = rebuild(made)
+    assert type(again) is rec
+    assert again == made
+    assert dataclasses.replace(made, second=2) == rec("a", 2, [3])
+
+
+def test_constructor_subclasses_are_built_the_dataclass_way(native: bool) -> None:
+    """A dataclass subclass uses its own ``__init__``; a plain one the record's fields."""
+    rec = _record(native)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Tagged(rec):  # type: ignore[valid-type,misc]
+        tag: Any = "none"
+
+    class Named(rec):  # type: ignore[valid-type,misc]
+        __slots__ = ()
+
+    tagged = Tagged("a", tag="x")
+    assert (type(tagged), tagged.first, tagged.second, tagged.tag) == (Tagged, "a", 1, "x")
+    named = Named("a", third=3)
+    assert (type(named), named.first, named.third) == (Named, "a", 3)
+    with pytest.raises(TypeError, match="missing 1 required positional argument"):
+        Named()
+
+
+def test_constructor_follows_later_changes_to_the_class(native: bool) -> None:
+    """An ``__init__`` or a ``__new__`` set afterwards runs as it would on any class."""
+    rec = _record(native)
+    seen: list[tuple[Any, ...]] = []
+    rec.__init__ = lambda self, *args, **kwargs: seen.append(args)
+    assert rec("a", 2) == rec("a", 2, ABSENT)
+    assert seen == [("a", 2), ("a", 2, ABSENT)]
+    del rec.__init__
+    assert rec("b").first == "b"
+    rec.__new__ = staticmethod(lambda klass, *args, **kwargs: (klass, args, kwargs))
+    assert rec(1, x=2) == (rec, (1,), {"x": 2})
+
+
+def test_constructor_under_a_metaclass(native: bool) -> None:
+    """A metaclass's ``__call__`` still runs: the direct call is only for ``type``'s classes."""
+    calls: list[Any] = []
+
+    class Meta(type):
+        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+            calls.append(args)
+            return super().__call__(*args, **kwargs)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Rec(metaclass=Meta):
+        first: Any
+        second: Any = 1
+
+    stores_slots_directly(Rec, native=native)
+    calls.clear()
+    assert (Rec("a").first, Rec("a", second=3).second) == ("a", 3)
+    assert calls == [("a",), ("a",)]
+
+
+def test_refuses_keyword_only_fields(native: bool) -> None:
+    """A keyword-only field binds otherwise than in field order: refused at decoration."""
+
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Keyed:
+        value: Any
+
+    with pytest.raises(TypeError, match="only plain fields"):
+        stores_slots_directly(Keyed, native=native)
+
+
+def test_constructor_keeps_exact_references(native: bool) -> None:
+    """A value given positionally, by keyword or as a default: one reference per record."""
+    given, default = _Marker(), _Marker()
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Rec:
+        first: Any
+        second: Any = default
+        third: Any = None
+
+    stores_slots_directly(Rec, native=native)
+    twice: dict[str, Any] = {"first": given}
+    counts = sys.getrefcount(given), sys.getrefcount(default)
+    made = [Rec(given, third=given) for _ in range(50)] + [Rec(given) for _ in range(50)]
+    assert (sys.getrefcount(given), sys.getrefcount(default)) == (counts[0] + 150, counts[1] + 100)
+    failed = 0
+    for _ in range(50):
+        try:
+            Rec(given, **twice)
+        except TypeError:
+            failed += 1
+    assert failed == 50
+    del made
+    assert (sys.getrefcount(given), sys.getrefcount(default)) == counts
+
+
+def test_cycle_through_a_constructor_is_collected(native: bool) -> None:
+    """A record class, its constructor and the fallback closing over it are collected."""
+    rec = _record(native)
+    dead = weakref.ref(rec)
+    assert rec(1) == rec(1, 1)
+    del rec
+    gc.collect()
+    assert dead() is None
+
+
+def test_constructor_builds_survive_interleaved_collections() -> None:
+    """Keyword builds holding tracked containers stay intact through collections between."""
+    threshold = gc.get_threshold()
+    kept = []
+    try:
+        gc.set_threshold(7)
+        for i in range(20_000):
+            kept.append(ToolCall("t", [i], result={"i": i}, span_id=str(i)))
+            if i % 2_000 == 0:
+                gc.collect()
+    finally:
+        gc.set_threshold(*threshold)
+    gc.collect()
+    assert [(r.arguments, r.result["i"], r.span_id) for r in kept] == [
+        ([i], i, str(i)) for i in range(20_000)
+    ]
+
+
+# -- the compiled constructor directly ---------------------------------------------
+
+
+def test_plain_builder_fills_defaults(canon: ModuleType) -> None:
+    """A plain builder with defaults takes from ``required`` to all values, positionally."""
+    build = canon.builder(_Plain, ("value", "other"), ("dflt",))
+    assert (build(1).value, build(1).other, build(1, 2).other) == (1, "dflt", 2)
+    assert "dflt" in repr(build)
+    for bad in [(), (1, 2, 3)]:
+        with pytest.raises(TypeError, match="from 1 to 2 positional arguments"):
+            build(*bad)
+    with pytest.raises(TypeError, match="positional arguments only"):
+        build(1, other=2)
+
+
+def test_constructor_falls_back_as_called(canon: ModuleType) -> None:
+    """What it does not build goes to the fallback with the very arguments it was given."""
+    seen: list[Any] = []
+
+    def fallback(*args: Any, **kwargs: Any) -> Any:
+        seen.append((args, kwargs))
+        return "fell back"
+
+    new = canon.builder(_Plain, ("value", "other"), (None,), fallback)
+    assert new(_Plain, 1, other=2) == _Plain(1, 2)
+    assert type(new(_Plain, 1)) is _Plain
+    assert new(_Plain) == "fell back"  # missing
+    assert new(_Plain, 1, 2, 3) == "fell back"  # too many
+    assert new(_Plain, 1, value=2) == "fell back"  # twice
+    assert new(_Plain, 1, bogus=2) == "fell back"  # unknown
+    assert new(int, 1) == "fell back"  # another class
+    assert new() == "fell back"  # no class at all
+    assert seen == [
+        ((_Plain,), {}),
+        ((_Plain, 1, 2, 3), {}),
+        ((_Plain, 1), {"value": 2}),
+        ((_Plain, 1), {"bogus": 2}),
+        ((int, 1), {}),
+        ((), {}),
+    ]
+    assert new.fallback is fallback
+    assert "fallback" in repr(new)
+
+
+class _Key(str):
+    """A str subclass as a keyword name: left to the fallback."""
+
+
+def test_constructor_matches_keywords_by_value(canon: ModuleType) -> None:
+    """A keyword name equal to a field's, but another str object, still binds; a subclass not."""
+    new = canon.builder(_Plain, ("value", "other"), (None,), lambda *a, **k: "fell back")
+    name = "".join(["val", "ue"])
+    assert name is not "value"  # noqa: F632
+    assert new(_Plain, **{name: 1}) == _Plain(1)
+    assert new(_Plain, **{_Key("value"): 1}) in ("fell back", _Plain(1))
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        pytest.param([[None]], "tuple of defaults", id="defaults-not-tuple"),
+        pytest.param([(1, 2, 3)], "3 defaults for 2 fields", id="too-many-defaults"),
+        pytest.param([(), 5], "callable fallback", id="fallback-not-callable"),
+        pytest.param([(), None, None], "from 2 to 4", id="too-many-arguments"),
+    ],
+)
+def test_constructor_refuses_when_made(canon: ModuleType, extra: list[Any], reason: str) -> None:
+    """Bad defaults or fallback are refused when the builder is made."""
+    with pytest.raises(TypeError, match=reason):
+        canon.builder(_Plain, ("value", "other"), *extra)
+
+
+def test_install_refuses(canon: ModuleType) -> None:
+    """Only a constructor is installed, and only on a class without an ``__init__`` of its own."""
+    with pytest.raises(TypeError, match="builder"):
+        canon.install(len)
+    with pytest.raises(TypeError, match="fallback"):
+        canon.install(canon.builder(_Plain, ("value", "other")))
+    with pytest.raises(TypeError, match="__init__"):
+        canon.install(canon.builder(_Plain, ("value", "other"), (), lambda *a, **k: None))
+    assert "__new__" not in vars(_Plain)
