@@ -146,13 +146,12 @@ RunKey = Hashable
 def unfrozen_twin(cls: type) -> Any:
     """A mutable slots class with the layout of the frozen slots dataclass ``cls``.
 
-    A frozen dataclass's ``__init__`` stores each field through
-    ``object.__setattr__``, about 100 ns a field: a 13-field :class:`LedgerRow`
-    costs more to build than the rules that fill it. Hot paths build the twin
-    (plain slot stores, positional arguments in field order) and then set
-    ``obj.__class__ = cls``: the result is a real ``cls`` instance, frozen,
-    equal to one built normally, usable with ``dataclasses.replace``. The
-    retagging is checked here, once, so a layout mismatch fails at import.
+    :func:`record_builder`'s Python path, where the compiled builder is not
+    built: build the twin (plain slot stores, positional arguments in field
+    order), then set ``obj.__class__ = cls``. The result is a real ``cls``
+    instance, frozen, equal to one built normally, usable with
+    ``dataclasses.replace``. The retagging is checked here, once, so a layout
+    mismatch fails at import.
     """
     names = [f.name for f in dataclasses.fields(cls)]
     twin: Any = dataclasses.make_dataclass(
