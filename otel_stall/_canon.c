@@ -1317,6 +1317,31 @@ cached_pair(PyObject *pair)
            PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0));
 }
 
+/* A cache miss: run the pass on ``text`` after the ``keep`` bytes already in
+ * the output, hash the whole output, and cache (digest, content) under ``key``
+ * in ``*pair`` (a new reference, set even when caching it fails). */
+static Outcome
+digest_and_cache(State *st, const char *text, Py_ssize_t n, Py_ssize_t keep, PyObject *cache,
+                 PyObject *key, Py_ssize_t limit, PyObject *present, PyObject *empty_content,
+                 PyObject **pair)
+{
+    int empty;
+    Outcome r = state_run(st, text, n, keep, &empty);
+    if (r != OK) {
+        return r;
+    }
+    PyObject *digest = hex64(st->out, st->len);
+    if (digest == NULL) {
+        return FAIL;
+    }
+    *pair = PyTuple_Pack(2, digest, empty ? empty_content : present);
+    Py_DECREF(digest);
+    if (*pair == NULL || cache_put(cache, key, *pair, limit) < 0) {
+        return FAIL;
+    }
+    return OK;
+}
+
 enum { TOOL, ARGUMENTS, RESULT, STATUS, VOLATILE, TEMP_ROOTS, CALLS, RESULTS, LIMIT, PRESENT,
        EMPTY, STATUS_TYPE, SIGN_NARGS };
 
@@ -1363,7 +1388,7 @@ sign(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     const char *tool8, *args8, *result8, *status8;
     Py_ssize_t tool_n, args_n, result_n, status_n;
     State st;
-    int empty, ok;
+    int ok;
     Outcome r = state_init(&st, args[VOLATILE], args[TEMP_ROOTS]);
     if (r != OK) {
         goto finish;
@@ -1405,18 +1430,9 @@ sign(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         memcpy(st.out, tool8, (size_t)tool_n);
         st.out[tool_n] = '\x1f';
-        if ((r = state_run(&st, args8, args_n, tool_n + 1, &empty)) != OK) {
-            goto finish;
-        }
-        PyObject *signature = hex64(st.out, st.len);
-        if (signature == NULL) {
-            r = FAIL;
-            goto finish;
-        }
-        call = PyTuple_Pack(2, signature, empty ? args[EMPTY] : args[PRESENT]);
-        Py_DECREF(signature);
-        if (call == NULL || cache_put(calls, key, call, limit) < 0) {
-            r = FAIL;
+        r = digest_and_cache(&st, args8, args_n, tool_n + 1, calls, key, limit, args[PRESENT],
+                             args[EMPTY], &call);
+        if (r != OK) {
             goto finish;
         }
     }
@@ -1434,18 +1450,9 @@ sign(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     else {
-        if ((r = state_run(&st, result8, result_n, 0, &empty)) != OK) {
-            goto finish;
-        }
-        PyObject *result_digest = hex64(st.out, st.len);
-        if (result_digest == NULL) {
-            r = FAIL;
-            goto finish;
-        }
-        done = PyTuple_Pack(2, result_digest, empty ? args[EMPTY] : args[PRESENT]);
-        Py_DECREF(result_digest);
-        if (done == NULL || cache_put(results, rkey, done, limit) < 0) {
-            r = FAIL;
+        r = digest_and_cache(&st, result8, result_n, 0, results, rkey, limit, args[PRESENT],
+                             args[EMPTY], &done);
+        if (r != OK) {
             goto finish;
         }
     }

@@ -40,26 +40,11 @@ import xxhash
 from otel_stall.records import ABSENT, Status, record_builder
 
 
-def _not_built(raw: bytes, volatile: tuple[bytes, ...], temp_roots: bool, /) -> None:
-    """Stands in for the compiled canonicaliser where it is not built; never called then."""
+def _not_built(*args: Any) -> None:
+    """Stands in for the compiled canonicaliser and signer where they are not built.
 
-
-def _sign_not_built(
-    tool: str,
-    arguments: str,
-    result: str,
-    status: str,
-    volatile: tuple[bytes, ...],
-    temp_roots: bool,
-    calls: dict[tuple[str, bytes], tuple[str, Content]],
-    results: dict[bytes, tuple[str | None, Content]],
-    limit: int,
-    present: Content,
-    empty: Content,
-    status_type: type[str],
-    /,
-) -> None:
-    """Stands in for the compiled signer where it is not built; never called then."""
+    Never called then: ``Normaliser._native_keys`` is ``None`` without the extension.
+    """
 
 
 try:
@@ -67,7 +52,7 @@ try:
     from otel_stall._canon import sign as _native_sign
 except ImportError:  # not built (no compiler at install time): the Python path does it all
     _native_canonical = _not_built
-    _native_sign = _sign_not_built
+    _native_sign = _not_built
 
 NATIVE_AVAILABLE: Final = _native_canonical is not _not_built
 """Whether the compiled canonicaliser (``otel_stall._canon``) is built here.
