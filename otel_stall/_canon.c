@@ -18,15 +18,18 @@
  * None and the caller takes the Python path. tests/test_signature_native.py
  * checks that both give the same bytes.
  *
- * builder(cls, names, defaults, fallback) is a constructor for a frozen slots
- * dataclass record that allocates the instance and stores each field in its
- * slot: no __init__ (the frozen one stores through object.__setattr__), no
+ * builder(cls, names, defaults, fallback, leaves) is a constructor for a frozen
+ * slots dataclass record that allocates the instance and stores each field in
+ * its slot: no __init__ (the frozen one stores through object.__setattr__), no
  * mutable twin re-tagged as cls. It accepts only classes whose instances are
  * nothing but those slots, and says so when it is made. With a fallback it is a
  * __new__ that binds arguments as the dataclass's __init__ does and hands any
  * call it does not build to the fallback; install() makes it cls.__new__ and
  * the vectorcall of cls itself, so ToolCall(...) runs no Python frame at all.
- * tests/test_records_builder.py checks it.
+ * With leaves (types), a record whose values are all None, exact str, int,
+ * float, bool or of one of those types is untracked by the cyclic GC as it is
+ * built: a ledger kept for a whole run is then not traversed by every
+ * collection. tests/test_records_builder.py checks it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1336,6 +1339,14 @@ digest_and_cache(State *st, const char *text, Py_ssize_t n, Py_ssize_t keep, PyO
     }
     *pair = PyTuple_Pack(2, digest, empty ? empty_content : present);
     Py_DECREF(digest);
+    if (*pair != NULL) {
+        /* Untracked by the cyclic GC, as the ledger's rows are (see build()): a
+         * fresh str and a Content member (an enum member, kept by its class)
+         * can be in no garbage cycle. Kept tracked, the thousands of pairs a
+         * busy signer holds are traversed by every collection: measured, a
+         * fifth of a new call's cost. */
+        PyObject_GC_UnTrack(*pair);
+    }
     if (*pair == NULL || cache_put(cache, key, *pair, limit) < 0) {
         return FAIL;
     }
@@ -1352,7 +1363,9 @@ PyDoc_STRVAR(sign_doc,
              "Returns (call_signature, result_digest, signature, arguments content,\n"
              "result content), reading and filling the signer's two caches as the\n"
              "Python path does. None means: take the Python path; nothing is left\n"
-             "half done but cache entries that path would write the same.");
+             "half done but cache entries that path would write the same. The\n"
+             "entries it writes are untracked by the cyclic GC: ``present`` and\n"
+             "``empty`` must never refer back to a cache (Content's members do not).");
 
 static PyObject *
 sign(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -1411,6 +1424,11 @@ sign(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     key = PyTuple_Pack(2, tool, digest);
     Py_DECREF(digest);
+    if (key != NULL) {
+        /* An exact str and bytes: what the collector would find and untrack at
+         * its first pass over the tuple, done now, before it is counted. */
+        PyObject_GC_UnTrack(key);
+    }
     if (key == NULL || (ok = dict_get_ref(calls, key, &call)) < 0) {
         r = FAIL;
         goto finish;
@@ -1549,7 +1567,8 @@ static PyObject *new_key = NULL;
  * field twice, every field without a default given); anything else goes, as
  * it came, to fallback(klass, *args, **kwargs), which builds the other way or
  * raises the dataclass's own TypeError. install() makes it cls.__new__ and, for
- * a class whose metaclass is type, lets calls of cls reach it directly. */
+ * a class whose metaclass is type, lets calls of cls reach it directly.
+ * With leaves, build() untracks the records that hold only leaf values. */
 typedef struct {
     PyObject_VAR_HEAD
     vectorcallfunc vectorcall;
@@ -1557,6 +1576,7 @@ typedef struct {
     PyObject *names;    /* tuple of str */
     PyObject *defaults; /* tuple, at most ob_size values */
     PyObject *fallback; /* NULL: a plain builder */
+    PyObject *leaves;   /* tuple of types, or NULL: records stay GC-tracked */
     int constructor;    /* fallback != NULL */
     Py_ssize_t required;
     Py_ssize_t offsets[1];
@@ -1564,10 +1584,51 @@ typedef struct {
 
 #define MAX_KEYWORDS 64 /* a constructor call with more keywords takes the fallback */
 
+/* Whether every field of a record just built at ``base`` is a leaf: None, an
+ * exact str, int, float or bool, or an instance of exactly (identity, not
+ * isinstance) one of self->leaves. A subclass of any of them may add a
+ * __dict__ or slots, and so references: it is not a leaf. */
+static inline int
+only_leaves(Builder *self, const char *base)
+{
+    Py_ssize_t n = Py_SIZE(self);
+    Py_ssize_t nleaves = PyTuple_GET_SIZE(self->leaves);
+    PyObject **leaves = ((PyTupleObject *)self->leaves)->ob_item;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = *(PyObject *const *)(base + self->offsets[i]);
+        PyTypeObject *tp = Py_TYPE(v);
+        if (v == Py_None || tp == &PyUnicode_Type || tp == &PyLong_Type ||
+            tp == &PyFloat_Type || tp == &PyBool_Type) {
+            continue;
+        }
+        Py_ssize_t k = 0;
+        while (k < nleaves && leaves[k] != (PyObject *)tp) {
+            k++;
+        }
+        if (k == nleaves) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* A cls with values[i] in slot i, then defaults for the fields not given
  * (nargs of them given positionally, the others, if any, in `keyword`, by
  * index: from ``values + nargs``). The caller checked that the given and the
- * defaulted fields are all of them, each once. */
+ * defaulted fields are all of them, each once.
+ *
+ * With leaves, a record holding only leaf values is untracked before anyone
+ * else sees it. Safe, because such a record can be in no garbage cycle: None
+ * and exact str, int, float and bool refer to nothing at all, and `leaves` is
+ * for types whose instances never refer back to a record. Enum members
+ * qualify: their class holds them for the life of the process, so a cycle
+ * through one is reachable, never garbage. The record's one other reference,
+ * to cls, is alike for a class that lives as long as the process (the records
+ * here): only a record kept by its own short-lived class would leak with it.
+ * Dealloc is unchanged: subtype_dealloc calls PyObject_GC_UnTrack, which checks
+ * _PyObject_GC_IS_TRACKED first, so an untracked record is freed as any other.
+ * A slot rewritten later through object.__setattr__ does not re-track it: a
+ * cycle through that value could then leak, never crash. */
 static PyObject *
 build(Builder *self, PyObject *const *values, Py_ssize_t nargs, const Py_ssize_t *keyword,
       Py_ssize_t nkeywords, uint64_t given)
@@ -1595,6 +1656,11 @@ build(Builder *self, PyObject *const *values, Py_ssize_t nargs, const Py_ssize_t
             *(PyObject **)(base + self->offsets[i]) =
                 Py_NewRef(PyTuple_GET_ITEM(self->defaults, i - self->required));
         }
+    }
+    /* PyType_IS_GC: untracking an object without a GC header would be wrong,
+     * and a class whose instances hold no object slot may have none. */
+    if (self->leaves != NULL && PyType_IS_GC(cls) && only_leaves(self, base)) {
+        PyObject_GC_UnTrack(obj);
     }
     return obj;
 }
@@ -1818,6 +1884,7 @@ builder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->names);
     Py_VISIT(self->defaults);
     Py_VISIT(self->fallback);
+    Py_VISIT(self->leaves);
     return 0;
 }
 
@@ -1831,6 +1898,7 @@ builder_dealloc(PyObject *op)
     Py_XDECREF(self->names);
     Py_XDECREF(self->defaults);
     Py_XDECREF(self->fallback);
+    Py_XDECREF(self->leaves);
     tp->tp_free(op);
     Py_DECREF(tp);
 }
@@ -1839,6 +1907,12 @@ static PyObject *
 builder_repr(PyObject *op)
 {
     Builder *self = (Builder *)op;
+    if (self->leaves != NULL) {
+        return PyUnicode_FromFormat("otel_stall._canon.builder(%R, %R, %R, %R, %R)",
+                                    (PyObject *)self->cls, self->names, self->defaults,
+                                    self->fallback != NULL ? self->fallback : Py_None,
+                                    self->leaves);
+    }
     if (self->constructor) {
         return PyUnicode_FromFormat("otel_stall._canon.builder(%R, %R, %R, %R)",
                                     (PyObject *)self->cls, self->names, self->defaults,
@@ -1861,13 +1935,17 @@ static PyMemberDef builder_members[] = {
      "The values of the last fields when not given."},
     {"fallback", MEMBER_OBJECT_EX, offsetof(Builder, fallback), MEMBER_READONLY,
      "A constructor's __new__ for the calls it does not build (absent: a plain builder)."},
+    {"leaves", MEMBER_OBJECT_EX, offsetof(Builder, leaves), MEMBER_READONLY,
+     "The types whose instances, with None and exact str, int, float and bool, leave a\n"
+     "record untracked by the cyclic GC when all its values are such (absent: records\n"
+     "stay tracked)."},
     {NULL, 0, 0, 0, NULL},
 };
 
 PyDoc_STRVAR(builder_type_doc,
              "A constructor for one slots class, made by builder(cls, names, defaults,\n"
-             "fallback): called with the field values, positionally; with a fallback,\n"
-             "as cls.__new__, with (klass, *args, **kwargs).");
+             "fallback, leaves): called with the field values, positionally; with a\n"
+             "fallback, as cls.__new__, with (klass, *args, **kwargs).");
 
 static PyType_Slot builder_type_slots[] = {
     {Py_tp_doc, (void *)builder_type_doc},
@@ -1939,7 +2017,7 @@ slot_offset(PyTypeObject *cls, PyObject *name)
 }
 
 PyDoc_STRVAR(builder_doc,
-             "builder(cls, names, defaults=(), fallback=None, /)\n--\n\n"
+             "builder(cls, names, defaults=(), fallback=None, leaves=None, /)\n--\n\n"
              "A constructor for instances of ``cls`` that stores one value per name in\n"
              "``names`` (a tuple of str: the fields, in order) straight into its slots:\n"
              "no ``__new__``, no ``__init__``, no ``__post_init__``. ``defaults`` (a\n"
@@ -1950,6 +2028,12 @@ PyDoc_STRVAR(builder_doc,
              "``cls`` and the arguments bind to the fields as a dataclass's\n"
              "``__init__`` binds them, and calls ``fallback(klass, *args, **kwargs)``\n"
              "for anything else (a subclass, a bad call).\n\n"
+             "With ``leaves`` (a tuple of types), a built instance whose every value is\n"
+             "``None``, an exact ``str``, ``int``, ``float`` or ``bool``, or of exactly one\n"
+             "of those types is untracked by the cyclic garbage collector, which then\n"
+             "never traverses it. Only for types whose instances never refer back to such\n"
+             "a record (enum members, held by their class for good): a cycle through an\n"
+             "untracked record would never be collected.\n\n"
              "``cls`` must be a class without ``__dict__`` whose instances hold exactly\n"
              "those slots (and perhaps ``__weakref__``), each a writable member of ``cls``\n"
              "or a base, so a built instance is complete; anything else is refused here\n"
@@ -1958,8 +2042,8 @@ PyDoc_STRVAR(builder_doc,
 static PyObject *
 make_builder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 2 || nargs > 4) {
-        PyErr_SetString(PyExc_TypeError, "builder() takes from 2 to 4 arguments");
+    if (nargs < 2 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError, "builder() takes from 2 to 5 arguments");
         return NULL;
     }
     if (!PyType_Check(args[0])) {
@@ -1992,6 +2076,20 @@ make_builder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                      Py_TYPE(fallback)->tp_name);
         return NULL;
     }
+    PyObject *leaves = nargs > 4 && args[4] != Py_None ? args[4] : NULL;
+    if (leaves != NULL && !PyTuple_Check(leaves)) {
+        PyErr_Format(PyExc_TypeError, "builder() takes a tuple of leaf types, not %.100s",
+                     Py_TYPE(leaves)->tp_name);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; leaves != NULL && i < PyTuple_GET_SIZE(leaves); i++) {
+        PyObject *leaf = PyTuple_GET_ITEM(leaves, i);
+        if (!PyType_Check(leaf)) {
+            PyErr_Format(PyExc_TypeError, "builder() takes leaf types, not %.100s",
+                         Py_TYPE(leaf)->tp_name);
+            return NULL;
+        }
+    }
     int managed_dict = 0;
 #ifdef Py_TPFLAGS_MANAGED_DICT
     managed_dict = PyType_HasFeature(cls, Py_TPFLAGS_MANAGED_DICT);
@@ -2016,6 +2114,7 @@ make_builder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     self->names = Py_NewRef(names);
     self->defaults = defaults != NULL ? Py_NewRef(defaults) : PyTuple_New(0);
     self->fallback = Py_XNewRef(fallback);
+    self->leaves = Py_XNewRef(leaves);
     self->constructor = fallback != NULL;
     self->required = 0;
     for (Py_ssize_t i = 0; i < n; i++) {

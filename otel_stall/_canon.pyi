@@ -35,7 +35,9 @@ def sign(
     value. ``None``: take the Python path (a lone surrogate, a payload the
     compiled pass hands back, a status that is neither ``str`` nor
     ``status_type``, a cached digest of ``None``); only cache entries that
-    path would write the same may have been added.
+    path would write the same may have been added. The entries it writes are
+    untracked by the cyclic GC, so ``present`` and ``empty`` must never refer
+    back to a cache (enum members do not).
     """
 
 @final
@@ -54,6 +56,9 @@ class Builder(Generic[_T]):
     @property
     def fallback(self) -> Callable[..., Any]:
         """A constructor's ``__new__`` for what it does not build; absent on a plain builder."""
+    @property
+    def leaves(self) -> tuple[type, ...]:
+        """Types whose instances, with leaf builtins, leave a record untracked; else absent."""
     def __call__(self, *values: Any, **keywords: Any) -> _T:
         """A plain builder: a ``cls`` with ``values`` stored in its slots, one per name, in order.
 
@@ -65,6 +70,7 @@ def builder(
     names: tuple[str, ...],
     defaults: tuple[Any, ...] = (),
     fallback: Callable[..., Any] | None = None,
+    leaves: tuple[type, ...] | None = None,
     /,
 ) -> Builder[_T]:
     """A constructor that stores one value per name straight into ``cls``'s slots.
@@ -72,8 +78,8 @@ def builder(
     ``cls`` must have no ``__dict__`` and its instances nothing but the named
     slots (and perhaps ``__weakref__``), each a writable member of ``cls`` or a
     base; ``defaults`` a tuple of at most ``len(names)`` values, for the last
-    fields; ``fallback`` callable or ``None``. Anything else raises
-    ``TypeError`` here, never at call time.
+    fields; ``fallback`` callable or ``None``; ``leaves`` a tuple of types or
+    ``None``. Anything else raises ``TypeError`` here, never at call time.
 
     Without ``fallback``, it takes the values positionally, in field order,
     the defaulted ones optional; another number of values, or a keyword, raises
@@ -83,6 +89,13 @@ def builder(
     ``__init__`` binds them (in order, by name, none twice, every field without
     a default given), and returns ``fallback(klass, *args, **kwargs)`` for
     anything else.
+
+    With ``leaves``, an instance whose every value is ``None``, an exact
+    ``str``, ``int``, ``float`` or ``bool``, or of exactly one of those types
+    is untracked by the cyclic garbage collector as it is built (see
+    :func:`gc.is_tracked`). Only for types whose instances never refer back to
+    such a record, as enum members (kept by their class for good): a cycle
+    through an untracked record would never be collected.
     """
 
 def install(constructor: Builder[Any], /) -> None:

@@ -115,8 +115,8 @@ class _ToolInfo(NamedTuple):
 
 
 # Records built on the hot path with every field known: see record_builder.
-_new_row: Final = record_builder(LedgerRow)
-_new_finding: Final = record_builder(Finding)
+_new_row: Final = record_builder(LedgerRow, leaves=(Status, Action))
+_new_finding: Final = record_builder(Finding, leaves=(Kind, Action))
 _new_observation: Final = record_builder(Observation)
 _new_report: Final = record_builder(RunReport)
 _new_round: Final = record_builder(_Round)
@@ -141,10 +141,16 @@ class RunDetector:
     run_key: RunKey = None
     _rows: list[LedgerRow] = field(default_factory=list, init=False)
     _findings: list[Finding] = field(default_factory=list, init=False)
-    _signatures: dict[str, list[int]] = field(default_factory=dict, init=False)
-    """Full signature -> [first seq, occurrences]."""
-    _executed: dict[str, list[int]] = field(default_factory=dict, init=False)
-    """Call signature -> [first seq, occurrences] of calls that ran and succeeded."""
+    # Plain ints in these four dicts, not [first, count] pairs: a pair is one more
+    # object for the garbage collector to track and traverse, for every call of the run.
+    _first_seen: dict[str, int] = field(default_factory=dict, init=False)
+    """Full signature -> seq of its first occurrence."""
+    _occurrences: dict[str, int] = field(default_factory=dict, init=False)
+    """Full signature -> occurrences, for those seen more than once."""
+    _executed: dict[str, int] = field(default_factory=dict, init=False)
+    """Call signature -> seq of the first call that ran and succeeded."""
+    _executions: dict[str, int] = field(default_factory=dict, init=False)
+    """Call signature -> occurrences, for executed calls made again."""
     _fingerprints: set[str] = field(default_factory=set, init=False)
     _last_signature: str | None = field(default=None, init=False)
     _consecutive: int = field(default=0, init=False)
@@ -221,12 +227,13 @@ class RunDetector:
         repeat_of: int | None = None
         count = consecutive = 1
         if comparable:
-            seen = self._signatures.get(signature)
-            if seen is None:
-                self._signatures[signature] = [seq, 1]
+            first = self._first_seen.get(signature)
+            if first is None:
+                self._first_seen[signature] = seq
             else:
-                seen[1] = count = seen[1] + 1
-                repeat_of = seen[0]
+                occurrences = self._occurrences
+                occurrences[signature] = count = occurrences.get(signature, 1) + 1
+                repeat_of = first
             if signature == self._last_signature:
                 consecutive = self._consecutive + 1
             self._last_signature = signature
@@ -258,7 +265,7 @@ class RunDetector:
         if not exempt and not approval and args_known:
             if self._run_mode and call_signature not in self._executed:
                 if status is _OK:
-                    self._executed[call_signature] = [seq, 1]
+                    self._executed[call_signature] = seq
             else:
                 self._duplicate(call, digests, seq, same, findings)
         if status is _OK:
@@ -344,19 +351,19 @@ class RunDetector:
         number = self._round.number if self._round else self._rounds + 1
         call_signature = digests.call_signature
         if policy.duplicate_mode is DuplicateMode.RUN:
-            done = self._executed.get(call_signature)
-            if done is None:
+            first_seq = self._executed.get(call_signature)
+            if first_seq is None:
                 return None
             return _new_finding(
                 Kind.DUPLICATE_CALL,
                 Action.REFUSE,
                 tool,
                 call_signature,
-                done[1] + 1,
-                done[0],
+                self._executions.get(call_signature, 1) + 1,
+                first_seq,
                 seq,
                 number,
-                messages.duplicate(tool, done[0]),
+                messages.duplicate(tool, first_seq),
             )
         same = self._call_consecutive + 1 if call_signature == self._last_call else 1
         if same < policy.duplicate_consecutive_limit:
@@ -481,17 +488,17 @@ class RunDetector:
                 )
             return
         number = self._round_number()
-        done = self._executed.get(call_signature)
-        if done is not None:
-            done[1] += 1
-            first_seq = done[0]
+        first_seq = self._executed.get(call_signature)
+        if first_seq is not None:
+            executions = self._executions
+            executions[call_signature] = count = executions.get(call_signature, 1) + 1
             findings.append(
                 _new_finding(
                     Kind.DUPLICATE_CALL,
                     Action.REFUSE,
                     call.tool,
                     call_signature,
-                    done[1],
+                    count,
                     first_seq,
                     seq,
                     number,
@@ -499,7 +506,7 @@ class RunDetector:
                 )
             )
         elif status is Status.OK:
-            self._executed[call_signature] = [seq, 1]
+            self._executed[call_signature] = seq
 
     def _failure(self, call: ToolCall, digests: Digests, seq: int, findings: list[Finding]) -> None:
         status = call.status

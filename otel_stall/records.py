@@ -162,7 +162,9 @@ def unfrozen_twin(cls: type) -> Any:
     return twin
 
 
-def record_builder(cls: type[_T], *, native: bool = True) -> Callable[..., _T]:
+def record_builder(
+    cls: type[_T], *, native: bool = True, leaves: tuple[type, ...] = ()
+) -> Callable[..., _T]:
     """A constructor for the frozen slots dataclass ``cls`` that skips its ``__init__``.
 
     Call it with every field, positionally, in field order: ``build(*values)``
@@ -175,6 +177,13 @@ def record_builder(cls: type[_T], *, native: bool = True) -> Callable[..., _T]:
     builder (``otel_stall._canon``, where it is built) allocates the instance
     and stores its slots, with nothing in between. With ``native=False``, or
     where it is not built, the twin is built and re-tagged: same results.
+
+    ``leaves``: types (enums here) whose members, with ``None`` and exact
+    ``str``, ``int``, ``float`` and ``bool``, can be in no garbage cycle. The
+    compiled builder untracks a record holding only such values from the
+    cyclic GC, which otherwise traverses every kept ledger row at each
+    collection: about 2,000 instructions a tool call. The Python path ignores
+    it: the same records, only still tracked.
 
     Refused here with ``TypeError`` rather than when called: a class whose
     instances have a ``__dict__``, or a field that is not a plain slot of
@@ -189,7 +198,7 @@ def record_builder(cls: type[_T], *, native: bool = True) -> Callable[..., _T]:
         if not isinstance(getattr(cls, name, None), types.MemberDescriptorType):
             raise TypeError(f"{cls.__qualname__}.{name} is not a slot: no builder for it")
     if native and _compiled_builder is not None:
-        built: Callable[..., _T] = _compiled_builder(cls, names)
+        built: Callable[..., _T] = _compiled_builder(cls, names, (), None, leaves or None)
         return built
     twin = unfrozen_twin(cls)
 

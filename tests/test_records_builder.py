@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
 import gc
 import importlib
 import os
@@ -25,7 +26,7 @@ from typing import Any
 import pytest
 
 from otel_stall import records
-from otel_stall.detector import Observation
+from otel_stall.detector import Observation, RunDetector
 from otel_stall.records import (
     ABSENT,
     Action,
@@ -710,11 +711,13 @@ def test_constructor_matches_keywords_by_value(canon: ModuleType) -> None:
         pytest.param([[None]], "tuple of defaults", id="defaults-not-tuple"),
         pytest.param([(1, 2, 3)], "3 defaults for 2 fields", id="too-many-defaults"),
         pytest.param([(), 5], "callable fallback", id="fallback-not-callable"),
-        pytest.param([(), None, None], "from 2 to 4", id="too-many-arguments"),
+        pytest.param([(), None, (), None], "from 2 to 5", id="too-many-arguments"),
+        pytest.param([(), None, [int]], "tuple of leaf types, not list", id="leaves-not-tuple"),
+        pytest.param([(), None, (int, "str")], "leaf types, not str", id="leaf-not-a-type"),
     ],
 )
 def test_constructor_refuses_when_made(canon: ModuleType, extra: list[Any], reason: str) -> None:
-    """Bad defaults or fallback are refused when the builder is made."""
+    """Bad defaults, fallback or leaves are refused when the builder is made."""
     with pytest.raises(TypeError, match=reason):
         canon.builder(_Plain, ("value", "other"), *extra)
 
@@ -728,3 +731,166 @@ def test_install_refuses(canon: ModuleType) -> None:
     with pytest.raises(TypeError, match="__init__"):
         canon.install(canon.builder(_Plain, ("value", "other"), (), lambda *a, **k: None))
     assert "__new__" not in vars(_Plain)
+
+
+# -- leaves: records of leaf values untracked by the cyclic GC ---------------------
+
+
+class _Int(int):
+    """An int subclass: instances may hold references, so not a leaf."""
+
+
+class _Shade(str, enum.Enum):
+    """A str enum left out of ``leaves``."""
+
+    DARK = "dark"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Leafy:
+    text: Any
+    number: Any
+    ratio: Any
+    flag: Any
+    nothing: Any
+    status: Any
+    action: Any = Action.WARN
+
+
+_LEAVES = (Status, Action)
+_LEAF_VALUES = ("text", 2**70, 0.5, True, None, Status.ERROR, Action.BREAK)
+
+
+def _leaf_builder(canon: ModuleType, constructor: bool, leaves: Any = _LEAVES) -> Any:
+    """A compiled builder for ``_Leafy``, called with the field values either way."""
+    names = _names(_Leafy)
+    if not constructor:
+        return canon.builder(_Leafy, names, (Action.WARN,), None, leaves)
+    new = canon.builder(_Leafy, names, (Action.WARN,), lambda *a, **k: None, leaves)
+    return lambda *values, **keywords: new(_Leafy, *values, **keywords)
+
+
+BUILDS = [pytest.param(False, id="plain"), pytest.param(True, id="constructor")]
+
+
+@pytest.mark.parametrize("constructor", BUILDS)
+def test_record_of_leaves_is_untracked(canon: ModuleType, constructor: bool) -> None:
+    """None, exact str, int, float, bool and members of ``leaves`` only: not GC-tracked."""
+    build = _leaf_builder(canon, constructor)
+    built = build(*_LEAF_VALUES)
+    assert gc.is_tracked(built) is False
+    assert built == _Leafy(*_LEAF_VALUES)
+    assert gc.is_tracked(build(*_LEAF_VALUES[:-1])) is False  # the default is a leaf too
+
+
+@pytest.mark.parametrize("constructor", BUILDS)
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(_Key("text"), id="str-subclass"),
+        pytest.param(("a", 1), id="tuple"),
+        pytest.param([], id="list"),
+        pytest.param(_Shade.DARK, id="enum-not-in-leaves"),
+        pytest.param(_Int(1), id="int-subclass"),
+    ],
+)
+def test_record_with_another_value_stays_tracked(
+    canon: ModuleType, constructor: bool, value: Any
+) -> None:
+    """One value of another type (a subclass of a leaf type included) keeps the record tracked."""
+    build = _leaf_builder(canon, constructor)
+    for i in range(len(_LEAF_VALUES)):
+        values = list(_LEAF_VALUES)
+        values[i] = value
+        assert gc.is_tracked(build(*values)) is True
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_records_stay_tracked_without_leaves(cls: type[Any], native: bool) -> None:
+    """Without ``leaves`` a record is GC-tracked, whatever it holds."""
+    assert gc.is_tracked(record_builder(cls, native=native)(*SAMPLES[cls])) is True
+
+
+def test_python_path_ignores_leaves() -> None:
+    """The Python builder takes ``leaves`` and builds the same record, still tracked."""
+    values = SAMPLES[LedgerRow]
+    built = record_builder(LedgerRow, native=False, leaves=_LEAVES)(*values)
+    assert built == record_builder(LedgerRow, leaves=_LEAVES)(*values)
+    assert gc.is_tracked(built) is True
+
+
+def test_record_builder_passes_leaves(canon: ModuleType) -> None:
+    """``record_builder(leaves=...)`` untracks on the compiled path; its builder shows them."""
+    build = record_builder(LedgerRow, leaves=_LEAVES)
+    assert build.leaves == _LEAVES  # type: ignore[attr-defined]
+    assert "Action" in repr(build)
+    assert gc.is_tracked(build(*SAMPLES[LedgerRow])) is False
+    assert not hasattr(record_builder(LedgerRow), "leaves")
+    assert repr(record_builder(LedgerRow)).endswith("'span_id'))")
+
+
+@pytest.mark.parametrize("constructor", BUILDS)
+def test_untracked_record_releases_its_values(canon: ModuleType, constructor: bool) -> None:
+    """An untracked record holds one reference per value and drops them when it goes."""
+    text = "".join(["leaf-", str(len(_LEAF_VALUES))])  # built here: no other holder
+    number = 2**80 + len(_LEAF_VALUES)
+    build = _leaf_builder(canon, constructor)
+    before = sys.getrefcount(text), sys.getrefcount(number)
+    built = [build(text, number, *_LEAF_VALUES[2:]) for _ in range(100)]
+    assert not any(gc.is_tracked(r) for r in built)
+    assert (sys.getrefcount(text), sys.getrefcount(number)) == (before[0] + 100, before[1] + 100)
+    del built
+    assert (sys.getrefcount(text), sys.getrefcount(number)) == before
+
+
+def test_untracked_builds_survive_interleaved_collections(canon: ModuleType) -> None:
+    """Untracked and tracked builds mixed, with collections between, stay intact."""
+    build = _leaf_builder(canon, False)
+    threshold = gc.get_threshold()
+    kept = []
+    try:
+        gc.set_threshold(7)
+        for i in range(50_000):
+            kept.append(build(str(i), i, *_LEAF_VALUES[2:]))
+            kept.append(build([i], i, *_LEAF_VALUES[2:]))
+            if i % 5_000 == 0:
+                gc.collect()
+    finally:
+        gc.set_threshold(*threshold)
+    gc.collect()
+    assert [gc.is_tracked(r) for r in kept[:4]] == [False, True, False, True]
+    assert [(r.text, r.number) for r in kept[::2]] == [(str(i), i) for i in range(50_000)]
+    assert [r.text for r in kept[1::2]] == [[i] for i in range(50_000)]
+
+
+def test_leaves_builder_is_collected_with_its_class(canon: ModuleType) -> None:
+    """A builder with leaves, held by the class it builds, is collected with it."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Local:
+        value: Any
+
+    dead = weakref.ref(Local)
+    Local.build = canon.builder(Local, ("value",), (), None, (Status,))  # type: ignore[attr-defined]
+    assert gc.is_tracked(Local.build(Status.OK)) is False  # type: ignore[attr-defined]
+    del Local
+    gc.collect()
+    assert dead() is None
+
+
+def test_detector_rows_and_findings_are_untracked(canon: ModuleType) -> None:
+    """The detector's ledger rows and findings are untracked, and equal to constructed ones."""
+    detector = RunDetector()
+    for i in range(8):
+        detector.feed(ToolCall("search", {"q": "x"}, {"hits": [1]}, span_id=f"span-{i}"))
+        if i % 3 == 2:
+            detector.feed(ModelCall())
+    report = detector.report()
+    assert report.ledger
+    assert report.findings
+    assert [gc.is_tracked(row) for row in report.ledger] == [False] * len(report.ledger)
+    assert [gc.is_tracked(f) for f in report.findings] == [False] * len(report.findings)
+    built: tuple[Any, ...] = (*report.ledger, *report.findings)
+    for record in built:
+        fields = dataclasses.fields(record)
+        assert record == type(record)(*(getattr(record, f.name) for f in fields))

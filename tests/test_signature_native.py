@@ -11,6 +11,7 @@ extension fail instead of skip.
 from __future__ import annotations
 
 import enum
+import gc
 import importlib
 import json
 import os
@@ -908,6 +909,18 @@ def test_compiled_sign_does_clean_calls_and_fills_the_caches(
     assert calls == {call_key: (expected.call_signature, expected.arguments)}
     result_key = xxhash.xxh3_128_digest(result.encode())
     assert results == {result_key: (expected.result_digest, expected.result)}
+
+
+def test_compiled_sign_leaves_its_cache_entries_untracked(canon: ModuleType) -> None:
+    """The entries a miss writes hold no references back, so the cyclic GC never walks them."""
+    calls: dict[Any, Any] = {}
+    results: dict[Any, Any] = {}
+    assert compiled_sign(canon, CLEAN_ARGUMENTS, CLEAN_RESULT, calls, results) is not None
+    entries = [*calls.items(), *results.items()]
+    assert len(entries) == 2
+    assert not any(gc.is_tracked(part) for entry in entries for part in entry)
+    gc.collect()
+    assert compiled_sign(canon, CLEAN_ARGUMENTS, CLEAN_RESULT, calls, results) is not None
 
 
 def test_compiled_sign_returns_cached_digests_without_rehashing(canon: ModuleType) -> None:
