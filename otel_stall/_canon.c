@@ -437,6 +437,39 @@ temp_rewrite(State *st, Py_ssize_t at, Py_ssize_t *n)
     return OK;
 }
 
+/* Skips the bytes that a canonical string keeps as they are. It stops at a
+ * quote, a backslash, a slash, a dollar, a control or non-ASCII byte, and (16
+ * bytes at a time, with SSE2) at the first of two spaces in a row; a single
+ * space goes on. The scalar tail stops at every space. */
+static inline const unsigned char *
+skip_plain(const unsigned char *p, const unsigned char *end)
+{
+#ifdef HAVE_SSE2
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    const __m128i slash = _mm_set1_epi8('/'), dollar = _mm_set1_epi8('$');
+    const __m128i space = _mm_set1_epi8(' ');
+    while (end - p >= 16) { /* p + 16 <= end: the second load ends on the NUL at most */
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i next = _mm_loadu_si128((const __m128i *)(p + 1));
+        __m128i stop = _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash));
+        stop = _mm_or_si128(stop, _mm_or_si128(_mm_cmpeq_epi8(v, slash), _mm_cmpeq_epi8(v, dollar)));
+        stop = _mm_or_si128(stop, _mm_cmplt_epi8(v, space)); /* signed: below 0x20, or 0x80 up */
+        stop = _mm_or_si128(stop, _mm_and_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(next, space)));
+        int mask = _mm_movemask_epi8(stop);
+        if (mask) {
+            return p + __builtin_ctz((unsigned)mask);
+        }
+        p += 16;
+    }
+#else
+    (void)end;
+#endif
+    while (string_class[*p] == PLAIN) {
+        p++;
+    }
+    return p;
+}
+
 /* A string whose whitespace needs collapsing or that holds an escape, written
  * as " ".join(s.split()) would leave it. */
 static Outcome
@@ -454,32 +487,18 @@ string_rewritten(State *st, int *empty)
     int slash = 0;
     out[n++] = '"';
     for (;;) {
+        while (*p == ' ') { /* spaces before a word: one separator, however many */
+            pending = 1;
+            p++;
+        }
+        /* A word, and the single spaces inside it, in one scan: skip_plain stops
+         * at the first of two spaces, so only a space just before what stopped
+         * it can end the run; that one is a separator, not part of the word. */
         const unsigned char *run = p;
-        while (string_class[*p] == PLAIN) {
-            p++;
-        }
-        unsigned char c = *p;
-        unsigned char cls = string_class[c];
-        Py_ssize_t take = p - run; /* plain bytes, plus one byte that is written as it is */
-        if (cls == SPACE) {
-            if (take == 0) {
-                pending = 1;
-                p++;
-                continue;
-            }
-        }
-        else if (cls == SLASH) {
-            slash = 1;
-            take++;
-            p++;
-        }
-        else if (cls == LEAD || cls == DOLLAR) {
-            if (cls == LEAD && unicode_space(p, end)) {
-                return BAIL;
-            }
-            take++;
-            p++;
-        }
+        p = skip_plain(p, end);
+        Py_ssize_t take = p - run;
+        int trailing = take > 0 && p[-1] == ' ';
+        take -= trailing;
         if (take) {
             if (pending && n > start + 1) {
                 out[n++] = ' ';
@@ -488,9 +507,10 @@ string_rewritten(State *st, int *empty)
             memcpy(out + n, run, (size_t)take);
             n += take;
         }
+        pending |= trailing;
+        unsigned char c = *p;
+        unsigned char cls = string_class[c];
         if (cls == SPACE) {
-            pending = 1;
-            p++;
             continue;
         }
         if (cls == QUOTE) {
@@ -523,7 +543,20 @@ string_rewritten(State *st, int *empty)
                 slash = 1;
             }
             p += 2;
+            continue;
         }
+        /* A byte written as it is: a slash, a dollar, or a non-ASCII byte that
+         * stopped the 16-byte scan (a possible Unicode space is checked first). */
+        if (cls == LEAD && unicode_space(p, end)) {
+            return BAIL;
+        }
+        slash |= cls == SLASH;
+        if (pending && n > start + 1) {
+            out[n++] = ' ';
+        }
+        pending = 0;
+        out[n++] = (char)c;
+        p++;
     }
     Py_ssize_t size = n - start - 1;
     if (slash) { /* temp_rewrite's own gate decides whether there is anything to do */
@@ -543,39 +576,6 @@ string_rewritten(State *st, int *empty)
     st->len = n;
     st->p = p;
     return OK;
-}
-
-/* Skips the bytes that a canonical string keeps as they are. It stops at a
- * quote, a backslash, a slash, a dollar, a control or non-ASCII byte, and (16
- * bytes at a time, with SSE2) at the first of two spaces in a row; a single
- * space goes on. The scalar tail stops at every space. */
-static inline const unsigned char *
-skip_plain(const unsigned char *p, const unsigned char *end)
-{
-#ifdef HAVE_SSE2
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
-    const __m128i slash = _mm_set1_epi8('/'), dollar = _mm_set1_epi8('$');
-    const __m128i space = _mm_set1_epi8(' ');
-    while (end - p >= 16) { /* p + 16 <= end: the second load ends on the NUL at most */
-        __m128i v = _mm_loadu_si128((const __m128i *)p);
-        __m128i next = _mm_loadu_si128((const __m128i *)(p + 1));
-        __m128i stop = _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash));
-        stop = _mm_or_si128(stop, _mm_or_si128(_mm_cmpeq_epi8(v, slash), _mm_cmpeq_epi8(v, dollar)));
-        stop = _mm_or_si128(stop, _mm_cmplt_epi8(v, space)); /* signed: below 0x20, or 0x80 up */
-        stop = _mm_or_si128(stop, _mm_and_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(next, space)));
-        int mask = _mm_movemask_epi8(stop);
-        if (mask) {
-            return p + __builtin_ctz((unsigned)mask);
-        }
-        p += 16;
-    }
-#else
-    (void)end;
-#endif
-    while (string_class[*p] == PLAIN) {
-        p++;
-    }
-    return p;
 }
 
 /* A string value. Most are already canonical (no escapes, single spaces

@@ -592,6 +592,24 @@ def test_pieces_at_every_offset_across_16_byte_blocks(piece: str) -> None:
             assert_agree(None, json.dumps({"k": [text]}, ensure_ascii=False))
 
 
+@pytest.mark.parametrize(
+    "piece",
+    [
+        *("\n", " \n", "\n ", " \n ", "\t\n", "  ", " ", '"', ' "', "/tmp/x", " /tmp", "$"),
+        *(" \u00e9", "\u00e9 ", " \u00a0", "\x7f ", "\\", " \\n"),
+    ],
+)
+def test_rewritten_strings_with_single_spaces_agree(piece: str) -> None:
+    """Strings that need rewriting (an escaped newline) keep single spaces and collapse the rest."""
+    words = "ab cd efg hijk l mnopq rs tuvw xyz " * 2
+    for length in range(1, len(words) + 1):
+        for at in range(0, length + 1, 3):
+            text = words[:length]
+            text = "\n" + text[:at] + piece + text[at:]
+            assert_agree(None, json.dumps(text, ensure_ascii=False))
+            assert_agree(None, json.dumps({"k": [text, "x\ny"]}, ensure_ascii=False))
+
+
 def many(count: int, inner: Any = 1) -> dict[str, Any]:
     """An object of ``count`` members, written in reverse key order, with volatile keys in it."""
     members: dict[str, Any] = {}
