@@ -1320,14 +1320,30 @@ cached_pair(PyObject *pair)
            PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0));
 }
 
-/* A cache miss: run the pass on ``text`` after the ``keep`` bytes already in
- * the output, hash the whole output, and cache (digest, content) under ``key``
- * in ``*pair`` (a new reference, set even when caching it fails). */
+/* The (digest, content) pair cached under ``key``, in ``*pair`` (a new
+ * reference, set even when what follows fails); BAIL for a cached entry that
+ * is not a pair of ours. On a miss: run the pass on ``text``, after ``tool``
+ * and a 0x1f when one is given (the call signature's input, in one buffer),
+ * hash the whole output and cache the new pair. */
 static Outcome
-digest_and_cache(State *st, const char *text, Py_ssize_t n, Py_ssize_t keep, PyObject *cache,
-                 PyObject *key, Py_ssize_t limit, PyObject *present, PyObject *empty_content,
-                 PyObject **pair)
+cached_or_signed(State *st, const char *tool, Py_ssize_t tool_n, const char *text, Py_ssize_t n,
+                 PyObject *cache, PyObject *key, Py_ssize_t limit, PyObject *present,
+                 PyObject *empty_content, PyObject **pair)
 {
+    int found = dict_get_ref(cache, key, pair);
+    if (found != 0) {
+        return found < 0 ? FAIL : cached_pair(*pair) ? OK : BAIL;
+    }
+    Py_ssize_t keep = 0;
+    if (tool != NULL) {
+        st->len = 0;
+        if (reserve(st, tool_n + 1) != OK) {
+            return FAIL;
+        }
+        memcpy(st->out, tool, (size_t)tool_n);
+        st->out[tool_n] = '\x1f';
+        keep = tool_n + 1;
+    }
     int empty;
     Outcome r = state_run(st, text, n, keep, &empty);
     if (r != OK) {
@@ -1429,50 +1445,26 @@ sign(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
          * its first pass over the tuple, done now, before it is counted. */
         PyObject_GC_UnTrack(key);
     }
-    if (key == NULL || (ok = dict_get_ref(calls, key, &call)) < 0) {
+    if (key == NULL) {
         r = FAIL;
         goto finish;
     }
-    if (ok) {
-        if (!cached_pair(call)) {
-            r = BAIL;
-            goto finish;
-        }
-    }
-    else {
-        /* tool, a 0x1f, then the canonical bytes: the call signature's input
-         * in one buffer. */
-        if (reserve(&st, tool_n + 1) != OK) {
-            r = FAIL;
-            goto finish;
-        }
-        memcpy(st.out, tool8, (size_t)tool_n);
-        st.out[tool_n] = '\x1f';
-        r = digest_and_cache(&st, args8, args_n, tool_n + 1, calls, key, limit, args[PRESENT],
-                             args[EMPTY], &call);
-        if (r != OK) {
-            goto finish;
-        }
+    r = cached_or_signed(&st, tool8, tool_n, args8, args_n, calls, key, limit, args[PRESENT],
+                         args[EMPTY], &call);
+    if (r != OK) {
+        goto finish;
     }
 
     /* The result: cached under xxh3_128 of its text alone. */
     rkey = key128(result8, result_n);
-    if (rkey == NULL || (ok = dict_get_ref(results, rkey, &done)) < 0) {
+    if (rkey == NULL) {
         r = FAIL;
         goto finish;
     }
-    if (ok) {
-        if (!cached_pair(done)) {
-            r = BAIL;
-            goto finish;
-        }
-    }
-    else {
-        r = digest_and_cache(&st, result8, result_n, 0, results, rkey, limit, args[PRESENT],
-                             args[EMPTY], &done);
-        if (r != OK) {
-            goto finish;
-        }
+    r = cached_or_signed(&st, NULL, 0, result8, result_n, results, rkey, limit, args[PRESENT],
+                         args[EMPTY], &done);
+    if (r != OK) {
+        goto finish;
     }
 
     /* call_signature 0x1f result_digest 0x1f status, in the pass's buffer. */
