@@ -4,9 +4,11 @@ In the SDK, ``on_end`` receives a :class:`ReadableSpan` whose attributes are
 already frozen, so a processor cannot add ``stall.*`` attributes to the span it
 is given. :class:`StallSpanProcessor` therefore *wraps* the downstream
 processors (a ``BatchSpanProcessor`` with an exporter, typically): it forwards
-``on_start`` unchanged, and on ``on_end`` hands them an enriched copy of each
-tool span and run span, built through ``ReadableSpan``'s public constructor.
-Every other span is forwarded as the very same object after one role lookup.
+``on_start`` unchanged, and on ``on_end`` hands them an enriched span for each
+tool span and run span: an :class:`~otel_stall.spans.EnrichedSpan`, which
+reads through to the ended span's public properties and carries its own
+attributes and events. Every other span is forwarded as the very same object
+after one role lookup.
 
 Semantics match :mod:`otel_stall.trace` (the batch analysis used by replay and
 the gateway), so a complete trace gets the same verdicts and attributes live
@@ -72,7 +74,7 @@ from otel_stall.policy import StallPolicy
 from otel_stall.records import Finding, RunReport
 from otel_stall.runs import Node, Run, RunTable
 from otel_stall.settings import ProcessorSettings
-from otel_stall.spans import attribute_dict, copy_span, span_record
+from otel_stall.spans import EnrichedSpan, attribute_dict, copy_span, span_record
 from otel_stall.trace import agent_name
 
 if TYPE_CHECKING:
@@ -274,7 +276,7 @@ class StallSpanProcessor(SpanProcessor):
                 self._error("downstream _on_ending", exc, reraise=False)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Detect, then hand downstream an enriched copy (tool and run spans) or the span."""
+        """Detect, then hand downstream an enriched span (tool and run spans) or the span."""
         out = span
         failure: Exception | None = None
         if self._enabled:
@@ -431,7 +433,7 @@ class StallSpanProcessor(SpanProcessor):
         if redact:
             for key in self._content_keys.intersection(attrs):
                 del attrs[key]
-        return copy_span(span, attrs, events)
+        return EnrichedSpan(span, attrs, events)
 
     def _plain_root_end(self, span: ReadableSpan) -> ReadableSpan:
         """A trace root without role attributes ended: close its trace run if it has one."""
@@ -447,7 +449,7 @@ class StallSpanProcessor(SpanProcessor):
             return span
         attrs = attribute_dict(span)  # a plain span: nothing to redact
         attrs.update(extra)
-        return copy_span(span, attrs, events)
+        return EnrichedSpan(span, attrs, events)
 
     def _tool(
         self,

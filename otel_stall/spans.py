@@ -1,18 +1,22 @@
 """Views and enriched copies of SDK spans, through the SDK's public API only.
 
 Each property of a :class:`ReadableSpan` is a Python call (several build a new
-proxy or tuple), so these helpers read every property at most once.
+proxy or tuple), so these helpers read every property at most once, and
+:class:`EnrichedSpan` reads none until an exporter asks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util import BoundedList
-from opentelemetry.trace import Link
+from opentelemetry.sdk.util.instrumentation import InstrumentationInfo, InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status
 from opentelemetry.util.types import Attributes
 
 from otel_stall.conventions import SpanRecord
@@ -68,6 +72,13 @@ def copy_span(
     afterwards. Built through the public constructor; dropped counts are carried over in the
     SDK's public bounded containers so exporters still report them.
     """
+    return ReadableSpan(**_copied_fields(span, attributes, events))
+
+
+def _copied_fields(
+    span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event] | None
+) -> dict[str, Any]:
+    """``ReadableSpan``'s constructor arguments for a copy of ``span`` with other content."""
     attrs: Attributes = attributes if type(attributes) is dict else dict(attributes)
     new_events: Sequence[Event] = span.events if events is None else events
     links = span.links
@@ -83,20 +94,140 @@ def copy_span(
         bounded = BoundedAttributes(None, attrs, immutable=True)
         bounded.dropped = span.dropped_attributes
         attrs = bounded
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=attrs,
-        events=new_events,
-        links=links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+    return {
+        "name": span.name,
+        "context": span.context,
+        "parent": span.parent,
+        "resource": span.resource,
+        "attributes": attrs,
+        "events": new_events,
+        "links": links,
+        "kind": span.kind,
+        "status": span.status,
+        "start_time": span.start_time,
+        "end_time": span.end_time,
+        "instrumentation_scope": span.instrumentation_scope,
+    }
 
 
-__all__ = ["attribute_dict", "copy_span", "span_record"]
+class EnrichedSpan(ReadableSpan):
+    """An ended span as downstream sees it: ``source`` with other attributes (and events).
+
+    What :func:`copy_span` returns, without the copy. Building one is three
+    stores: the copy read every property of the source (events and links are
+    rebuilt as tuples on each read) and ran the constructor, a fifth of what
+    otel-stall added to a tool span. Every public property reads through to the
+    source instead, so an exporter sees the same values either way.
+
+    ``ReadableSpan``'s own methods (``to_json``) and any code that reads its
+    private fields get a full copy, made through the public constructor on the
+    first such read: a ``_name`` that is missing here is never the source's.
+    """
+
+    def __init__(
+        self,
+        source: ReadableSpan,
+        attributes: dict[str, Any],
+        events: Sequence[Event] | None = None,
+    ) -> None:
+        # No super().__init__(): that is the copy this class exists to avoid.
+        self._stall_source = source
+        self._stall_attributes = attributes
+        self._stall_events = None if events is None else tuple(events)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: a private field of the base class.
+        if name.startswith(("__", "_stall_")) or not name.startswith("_"):
+            raise AttributeError(name)
+        fields = _copied_fields(self._stall_source, self._stall_attributes, self._stall_events)
+        ReadableSpan.__init__(self, **fields)
+        return object.__getattribute__(self, name)
+
+    @property
+    def attributes(self) -> Attributes:
+        """The enriched attributes, read-only."""
+        return MappingProxyType(self._stall_attributes)
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The given events if any, else the source's."""
+        events = self._stall_events
+        return self._stall_source.events if events is None else events
+
+    @property
+    def dropped_attributes(self) -> int:
+        """The source's count: its limits applied before enrichment."""
+        return self._stall_source.dropped_attributes
+
+    @property
+    def dropped_events(self) -> int:
+        """The source's count."""
+        return self._stall_source.dropped_events
+
+    @property
+    def dropped_links(self) -> int:
+        """The source's count."""
+        return self._stall_source.dropped_links
+
+    @property
+    def name(self) -> str:
+        """The source's name."""
+        return self._stall_source.name
+
+    def get_span_context(self) -> SpanContext | None:
+        """The source's span context."""
+        return self._stall_source.get_span_context()
+
+    @property
+    def context(self) -> SpanContext | None:
+        """The source's span context."""
+        context: SpanContext | None = self._stall_source.context
+        return context
+
+    @property
+    def kind(self) -> SpanKind:
+        """The source's kind."""
+        return self._stall_source.kind
+
+    @property
+    def parent(self) -> SpanContext | None:
+        """The source's parent context."""
+        return self._stall_source.parent
+
+    @property
+    def start_time(self) -> int | None:
+        """The source's start time."""
+        return self._stall_source.start_time
+
+    @property
+    def end_time(self) -> int | None:
+        """The source's end time."""
+        return self._stall_source.end_time
+
+    @property
+    def status(self) -> Status:
+        """The source's status."""
+        return self._stall_source.status
+
+    @property
+    def links(self) -> Sequence[Link]:
+        """The source's links."""
+        return self._stall_source.links
+
+    @property
+    def resource(self) -> Resource:
+        """The source's resource."""
+        return self._stall_source.resource
+
+    @property
+    def instrumentation_info(self) -> InstrumentationInfo | None:
+        """The source's (deprecated) instrumentation info."""
+        return self._stall_source.instrumentation_info
+
+    @property
+    def instrumentation_scope(self) -> InstrumentationScope | None:
+        """The source's instrumentation scope."""
+        return self._stall_source.instrumentation_scope
+
+
+__all__ = ["EnrichedSpan", "attribute_dict", "copy_span", "span_record"]

@@ -1,0 +1,119 @@
+"""The enriched span downstream sees equals a full copy of the ended span, field for field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+from otel_stall.spans import EnrichedSpan, copy_span
+
+PROPERTIES = [
+    "name",
+    "context",
+    "kind",
+    "parent",
+    "start_time",
+    "end_time",
+    "status",
+    "events",
+    "links",
+    "resource",
+    "instrumentation_scope",
+    "dropped_attributes",
+    "dropped_events",
+    "dropped_links",
+]
+
+
+class _Keep(SpanProcessor):
+    """Keeps what ``on_end`` receives: the SDK's own ended spans."""
+
+    def __init__(self) -> None:
+        self.ended: list[ReadableSpan] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.ended.append(span)
+
+
+def _ended(dropping: bool) -> ReadableSpan:
+    """One ended child span with attributes, events, links and an error status."""
+    limits = SpanLimits(max_span_attributes=2, max_events=1, max_links=1) if dropping else None
+    keep = _Keep()
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}), span_limits=limits)
+    provider.add_span_processor(keep)
+    tracer = provider.get_tracer("scope", "1.2")
+    with tracer.start_as_current_span("parent") as parent:
+        link = Link(parent.get_span_context(), {"why": "retry"})
+        with tracer.start_as_current_span(
+            "execute_tool search",
+            kind=SpanKind.CLIENT,
+            links=[link, link],
+            attributes={"gen_ai.tool.name": "search", "a": 1, "b": 2},
+        ) as span:
+            span.add_event("first", {"n": 1})
+            span.add_event("second", {"n": 2})
+            span.set_status(Status(StatusCode.ERROR, "boom"))
+    return keep.ended[0]
+
+
+def _extra(source: ReadableSpan) -> dict[str, Any]:
+    attrs = dict(source.attributes or {})
+    attrs["stall.seq"] = 3
+    return attrs
+
+
+@pytest.mark.parametrize("dropping", [False, True], ids=["within limits", "over limits"])
+@pytest.mark.parametrize("events", [None, [Event("stall.detected", {"stall.kind": "repeat"}, 5)]])
+@pytest.mark.parametrize("prop", PROPERTIES)
+def test_every_public_property_matches_a_full_copy(
+    prop: str, events: list[Event] | None, dropping: bool
+) -> None:
+    """Each public property of the view equals the same property of copy_span's copy."""
+    source = _ended(dropping)
+    view = EnrichedSpan(source, _extra(source), events)
+    copied = copy_span(source, _extra(source), events)
+    assert getattr(view, prop) == getattr(copied, prop)
+
+
+@pytest.mark.parametrize("dropping", [False, True], ids=["within limits", "over limits"])
+def test_attributes_are_the_enriched_ones(dropping: bool) -> None:
+    """The view's attributes are the given ones (read-only), not the source's."""
+    source = _ended(dropping)
+    view = EnrichedSpan(source, _extra(source))
+    assert dict(view.attributes or {}) == _extra(source)
+    assert "stall.seq" not in (source.attributes or {})
+    with pytest.raises(TypeError):
+        view.attributes["stall.seq"] = 4  # type: ignore[index]
+
+
+@pytest.mark.parametrize("dropping", [False, True], ids=["within limits", "over limits"])
+def test_otlp_encoding_is_byte_for_byte_a_copy(dropping: bool) -> None:
+    """An OTLP exporter encodes the view exactly as it encodes a full copy."""
+    source = _ended(dropping)
+    events = [Event("stall.detected", {"stall.kind": "repeat"}, 5)]
+    view = encode_spans([EnrichedSpan(source, _extra(source), events)]).SerializeToString()
+    copied = encode_spans([copy_span(source, _extra(source), events)]).SerializeToString()
+    assert view == copied
+
+
+def test_private_readers_get_a_full_copy() -> None:
+    """ReadableSpan's own to_json, which reads private fields, sees the enriched span."""
+    source = _ended(True)
+    view = EnrichedSpan(source, _extra(source))
+    assert view.to_json() == copy_span(source, _extra(source)).to_json()
+    assert '"stall.seq": 3' in view.to_json()
+
+
+def test_unknown_names_still_raise() -> None:
+    """A name no ReadableSpan has is an AttributeError, not a copy or a recursion."""
+    source = _ended(False)
+    view = EnrichedSpan(source, _extra(source))
+    assert isinstance(view, ReadableSpan)
+    for name in ("no_such_field", "__no_such_dunder__", "_stall_missing"):
+        with pytest.raises(AttributeError):
+            getattr(view, name)
