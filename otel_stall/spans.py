@@ -8,15 +8,14 @@ proxy or tuple), so these helpers read every property at most once, and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util import BoundedList
-from opentelemetry.sdk.util.instrumentation import InstrumentationInfo, InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status
+from opentelemetry.trace import Link, SpanContext
 from opentelemetry.util.types import Attributes
 
 from otel_stall.conventions import SpanRecord
@@ -110,6 +109,11 @@ def _copied_fields(
     }
 
 
+def _read_through(name: str) -> Any:
+    """A read-only property that returns the source span's property of the same name."""
+    return property(attrgetter(f"_stall_source.{name}"), doc=f"The source span's ``{name}``.")
+
+
 class EnrichedSpan(ReadableSpan):
     """An ended span as downstream sees it: ``source`` with other attributes (and events).
 
@@ -154,80 +158,25 @@ class EnrichedSpan(ReadableSpan):
         events = self._stall_events
         return self._stall_source.events if events is None else events
 
-    @property
-    def dropped_attributes(self) -> int:
-        """The source's count: its limits applied before enrichment."""
-        return self._stall_source.dropped_attributes
-
-    @property
-    def dropped_events(self) -> int:
-        """The source's count."""
-        return self._stall_source.dropped_events
-
-    @property
-    def dropped_links(self) -> int:
-        """The source's count."""
-        return self._stall_source.dropped_links
-
-    @property
-    def name(self) -> str:
-        """The source's name."""
-        return self._stall_source.name
-
     def get_span_context(self) -> SpanContext | None:
         """The source's span context."""
         return self._stall_source.get_span_context()
 
-    @property
-    def context(self) -> SpanContext | None:
-        """The source's span context."""
-        context: SpanContext | None = self._stall_source.context
-        return context
-
-    @property
-    def kind(self) -> SpanKind:
-        """The source's kind."""
-        return self._stall_source.kind
-
-    @property
-    def parent(self) -> SpanContext | None:
-        """The source's parent context."""
-        return self._stall_source.parent
-
-    @property
-    def start_time(self) -> int | None:
-        """The source's start time."""
-        return self._stall_source.start_time
-
-    @property
-    def end_time(self) -> int | None:
-        """The source's end time."""
-        return self._stall_source.end_time
-
-    @property
-    def status(self) -> Status:
-        """The source's status."""
-        return self._stall_source.status
-
-    @property
-    def links(self) -> Sequence[Link]:
-        """The source's links."""
-        return self._stall_source.links
-
-    @property
-    def resource(self) -> Resource:
-        """The source's resource."""
-        return self._stall_source.resource
-
-    @property
-    def instrumentation_info(self) -> InstrumentationInfo | None:
-        """The source's (deprecated) instrumentation info."""
-        return self._stall_source.instrumentation_info
-
-    @property
-    def instrumentation_scope(self) -> InstrumentationScope | None:
-        """The source's instrumentation scope."""
-        return self._stall_source.instrumentation_scope
+    # Everything else is the source's, read through C-level getters (no Python frame).
+    name = _read_through("name")
+    context = _read_through("context")
+    kind = _read_through("kind")
+    parent = _read_through("parent")
+    start_time = _read_through("start_time")
+    end_time = _read_through("end_time")
+    status = _read_through("status")
+    links = _read_through("links")
+    resource = _read_through("resource")
+    instrumentation_info = _read_through("instrumentation_info")
+    instrumentation_scope = _read_through("instrumentation_scope")
+    dropped_attributes = _read_through("dropped_attributes")
+    dropped_events = _read_through("dropped_events")
+    dropped_links = _read_through("dropped_links")
 
 
 __all__ = ["EnrichedSpan", "attribute_dict", "copy_span", "span_record"]

@@ -41,7 +41,7 @@ class _Keep(SpanProcessor):
 
 
 def _ended(dropping: bool) -> ReadableSpan:
-    """One ended child span with attributes, events, links and an error status."""
+    """An ended child span with attributes, events, links and an error status (and drops)."""
     limits = SpanLimits(max_span_attributes=2, max_events=1, max_links=1) if dropping else None
     keep = _Keep()
     provider = TracerProvider(resource=Resource.create({"service.name": "svc"}), span_limits=limits)
@@ -57,6 +57,7 @@ def _ended(dropping: bool) -> ReadableSpan:
         ) as span:
             span.add_event("first", {"n": 1})
             span.add_event("second", {"n": 2})
+            span.add_event("third", {"n": 3})  # dropped events (2) and links (1) differ
             span.set_status(Status(StatusCode.ERROR, "boom"))
     return keep.ended[0]
 
