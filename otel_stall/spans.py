@@ -110,16 +110,19 @@ def _copied_fields(
 
 
 def _read_through(name: str) -> Any:
-    """A read-only property that returns the source span's property of the same name."""
+    """A read-only property that returns the source span's property of the same name.
+
+    Typed ``Any`` so that it may stand in for each of the base class's typed properties.
+    """
     return property(attrgetter(f"_stall_source.{name}"), doc=f"The source span's ``{name}``.")
 
 
 class EnrichedSpan(ReadableSpan):
     """An ended span as downstream sees it: ``source`` with other attributes (and events).
 
-    What :func:`copy_span` returns, without the copy. Building one is three
+    What :func:`copy_span` returns, without the copy. Building one is four
     stores: the copy read every property of the source (events and links are
-    rebuilt as tuples on each read) and ran the constructor, a fifth of what
+    rebuilt as tuples on each read) and ran the constructor, a sixth of what
     otel-stall added to a tool span. Every public property reads through to the
     source instead, so an exporter sees the same values either way.
 
@@ -138,13 +141,15 @@ class EnrichedSpan(ReadableSpan):
         self._stall_source = source
         self._stall_attributes = attributes
         self._stall_events = None if events is None else tuple(events)
+        self._stall_copied = False
 
     def __getattr__(self, name: str) -> Any:
         # Only reached when normal lookup fails: a private field of the base class.
-        if name.startswith(("__", "_stall_")) or not name.startswith("_"):
-            raise AttributeError(name)
+        if name.startswith(("__", "_stall_")) or not name.startswith("_") or self._stall_copied:
+            raise AttributeError(name)  # not a private field, or the copy is made and lacks it
         fields = _copied_fields(self._stall_source, self._stall_attributes, self._stall_events)
         ReadableSpan.__init__(self, **fields)
+        self._stall_copied = True
         return object.__getattribute__(self, name)
 
     @property

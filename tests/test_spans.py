@@ -115,6 +115,6 @@ def test_unknown_names_still_raise() -> None:
     source = _ended(False)
     view = EnrichedSpan(source, _extra(source))
     assert isinstance(view, ReadableSpan)
-    for name in ("no_such_field", "__no_such_dunder__", "_stall_missing"):
+    for name in ("no_such_field", "__no_such_dunder__", "_stall_missing", "_no_such_private"):
         with pytest.raises(AttributeError):
             getattr(view, name)
