@@ -294,9 +294,9 @@ class StallSpanProcessor(SpanProcessor):
                     if node.child is not node or not self._role_keys.isdisjoint(
                         span.attributes  # type: ignore[arg-type]
                     ):
-                        out = self._end(span, node)
+                        out = self._end(span, node, ctx)
                 elif not self._role_keys.isdisjoint(span.attributes):  # type: ignore[arg-type]
-                    out = self._end(span, None)
+                    out = self._end(span, None, span.context)
                 elif span.parent is None:
                     out = self._plain_root_end(span)
             except Exception as exc:
@@ -383,9 +383,11 @@ class StallSpanProcessor(SpanProcessor):
 
     # -- end -----------------------------------------------------------------
 
-    def _end(self, span: ReadableSpan, node: Node | None) -> ReadableSpan:
-        """A tracked or classified span ended: detect, and enrich its copy if needed."""
-        ctx = span.context
+    def _end(self, span: ReadableSpan, node: Node | None, ctx: SpanContext | None) -> ReadableSpan:
+        """A tracked or classified span ended: detect, and enrich it if needed.
+
+        ``ctx`` is ``span.context``, which the caller has read already.
+        """
         if ctx is None:
             return span
         parent = span.parent

@@ -29,7 +29,7 @@ def attribute_dict(span: ReadableSpan) -> dict[str, Any]:
     than the proxy's ``copy()``, which asks the underlying mapping for a dict copy.
     """
     attributes = span.attributes
-    if not attributes:
+    if attributes is None:  # not "not attributes": that is a Python-level __len__ call
         return {}
     try:
         copied = attributes.copy()  # type: ignore[attr-defined]
