@@ -435,6 +435,9 @@ class StallSpanProcessor(SpanProcessor):
         if redact:
             for key in self._content_keys.intersection(attrs):
                 del attrs[key]
+            # A full copy: the view would keep the ended span, raw payloads and all,
+            # reachable from what is exported (a pickling exporter would send them).
+            return copy_span(span, attrs, events)
         return EnrichedSpan(span, attrs, events)
 
     def _plain_root_end(self, span: ReadableSpan) -> ReadableSpan:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import types
+
 import pytest
 from stall_pipeline import STYLE_IDS, STYLES, Agent, Call, Style, make_pipeline, stall
 
@@ -33,6 +36,36 @@ def test_redact_strips_payloads_and_keeps_digests(style: Style) -> None:
             {k: stall(tool)[k] for k in (S.SIGNATURE, S.CALL_SIGNATURE, S.RESULT_DIGEST)}
         )
     assert digests[0] == digests[1]
+
+
+def _reachable_strings(root: object) -> list[str]:
+    """Every string reachable from ``root`` through instances and containers (not code)."""
+    found: list[str] = []
+    seen: set[int] = set()
+    stack = [root]
+    skip = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, skip):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, str):
+            found.append(obj)
+        else:
+            stack.extend(gc.get_referents(obj))
+    return found
+
+
+@pytest.mark.parametrize("redact", [False, True], ids=["plain", "redacted"])
+def test_redacted_span_holds_no_raw_payload(redact: bool) -> None:
+    """With redact=True no raw payload is reachable from the exported object at all."""
+    pipe = make_pipeline(redact=redact)
+    agent = Agent(pipe.tracer, STYLES[0])
+    with agent.run():
+        agent.round(SECRET)
+    (tool,) = pipe.named(STYLES[0].tool("lookup", {}, {})[0])
+    leaked = [text for text in _reachable_strings(tool) if "123-45-6789" in text]
+    assert bool(leaked) is not redact
 
 
 def test_redact_strips_model_messages_and_leaves_other_spans() -> None:
