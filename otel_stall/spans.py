@@ -121,10 +121,11 @@ class EnrichedSpan(ReadableSpan):
     """An ended span as downstream sees it: ``source`` with other attributes (and events).
 
     What :func:`copy_span` returns, without the copy. Building one is four
-    stores: the copy read every property of the source (events and links are
-    rebuilt as tuples on each read) and ran the constructor, a sixth of what
-    otel-stall added to a tool span. Every public property reads through to the
-    source instead, so an exporter sees the same values either way.
+    stores; the copy reads every property of the source (events and links are
+    rebuilt as tuples on each read) and runs the constructor, which was a sixth
+    of what otel-stall added to a tool span. Every public property reads through
+    to the source instead, so an exporter sees the same values either way. The
+    source stays reachable from the view, so redacted spans take the copy.
 
     ``ReadableSpan``'s own methods (``to_json``) and any code that reads its
     private fields get a full copy, made through the public constructor on the
