@@ -242,7 +242,7 @@ class StallSpanProcessor(SpanProcessor):
                 elif self._spans:
                     node = self._spans.get(parent.span_id)
                     if node is not None:
-                        inherit = node.child
+                        inherit = node if node.shared else node.child
                 # A dict copy: iterating the SDK's still-mutable attribute mapping takes
                 # its lock and copies its keys, which costs more than this copy.
                 attributes = span.attributes
@@ -291,7 +291,7 @@ class StallSpanProcessor(SpanProcessor):
                 if node is not None:
                     # A plain span under an agent or tool (its node is shared with its
                     # parent's children) leaves as cheaply as an untracked one.
-                    if node.child is not node or not self._role_keys.isdisjoint(
+                    if not node.shared or not self._role_keys.isdisjoint(
                         span.attributes  # type: ignore[arg-type]
                     ):
                         out = self._end(span, node, ctx)
@@ -398,7 +398,7 @@ class StallSpanProcessor(SpanProcessor):
             if parent is not None:
                 # Ancestry for a span whose start was not tracked (or was forgotten).
                 parent_node = self._spans.get(parent.span_id)
-                inherit = None if parent_node is None else parent_node.child
+                inherit = None if parent_node is None else parent_node.inherited()
                 if inherit is not None:
                     run, nested = inherit.run, inherit.nested
         else:

@@ -87,11 +87,14 @@ class Node:
     """The ancestry of one tracked open span: its run, and what its children inherit.
 
     ``run`` ``None`` means the trace run. Nodes of plain spans are shared: a
-    plain span under a tracked parent stores its parent's ``child`` node, whose
-    own ``child`` is itself, so tracking it allocates nothing.
+    plain span under a tracked parent stores its parent's ``child`` node, which
+    its own children inherit in turn (``shared``), so tracking it allocates
+    nothing. A shared node does not point at itself: a node in a reference
+    cycle, and the run it holds, would outlive the span until the cycle
+    collector ran, instead of being freed when the span ends.
     """
 
-    __slots__ = ("child", "nested", "owned", "role", "run")
+    __slots__ = ("child", "nested", "owned", "role", "run", "shared")
 
     def __init__(
         self,
@@ -108,8 +111,14 @@ class Node:
         """The role the span had at its start."""
         self.owned = owned
         """The run this span is the run span of (agent spans)."""
-        self.child: Node | None = self if role is _OTHER and owned is None else child
-        """What a plain child stores; ``None``: children need no entry."""
+        self.shared = role is _OTHER and owned is None
+        """A plain span's node: its children inherit this very node."""
+        self.child = None if self.shared else child
+        """What a child of a tracked span stores; ``None``: children need no entry."""
+
+    def inherited(self) -> Node | None:
+        """What a child of this span inherits (the hot paths inline this)."""
+        return self if self.shared else self.child
 
 
 class RunTable:
@@ -198,7 +207,7 @@ class RunTable:
     def run_for(self, ctx: SpanContext) -> Run | None:
         """The run a call made inside the span ``ctx`` belongs to, if it has state."""
         node = self.spans.get(ctx.span_id)
-        inherit = None if node is None else node.child
+        inherit = None if node is None else node.inherited()
         if inherit is not None and inherit.run is not None:
             return inherit.run
         with self.lock:
