@@ -42,8 +42,10 @@ Deliberate decisions, in rule order:
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from typing import Any, Final, NamedTuple
 
 from otel_stall import messages
@@ -101,9 +103,6 @@ class _Streak:
         self.count += 1
         return self.count
 
-    def reset(self) -> None:
-        self.count = 0
-
 
 class _ToolInfo(NamedTuple):
     """What the policy says about one tool name, looked up once per run."""
@@ -135,12 +134,26 @@ _EMPTY: Final = Content.EMPTY
 
 @dataclass
 class RunDetector:
-    """Detects stalls in one run. Not thread-safe: callers serialise per run."""
+    """Detects stalls in one run. Not thread-safe: callers serialise per run.
+
+    ``keep`` bounds what the run's report carries: the newest ``keep`` ledger
+    rows and findings (``None``: all of them, as the replay needs to enrich
+    every span). Counts, the stall score and the verdict always cover the whole
+    run. With a bound, and the policy's ``max_remembered_calls``, a run that
+    never ends (a loop nobody stops) holds a fixed amount of memory.
+    """
 
     policy: StallPolicy = field(default_factory=StallPolicy)
     run_key: RunKey = None
-    _rows: list[LedgerRow] = field(default_factory=list, init=False)
-    _findings: list[Finding] = field(default_factory=list, init=False)
+    keep: int | None = None
+    _rows: deque[LedgerRow] = field(init=False)
+    _findings: deque[Finding] = field(init=False)
+    _calls: int = field(default=0, init=False)
+    """Tool calls so far: the seq of the last one."""
+    _repeats: int = field(default=0, init=False)
+    """Calls that repeated an earlier full signature, for the stall score."""
+    _fired: int = field(default=0, init=False)
+    """Findings so far."""
     # Plain ints in these four dicts, not [first, count] pairs: a pair is one more
     # object for the garbage collector to track and traverse, for every call of the run.
     _first_seen: dict[str, int] = field(default_factory=dict, init=False)
@@ -151,7 +164,8 @@ class RunDetector:
     """Call signature -> seq of the first call that ran and succeeded."""
     _executions: dict[str, int] = field(default_factory=dict, init=False)
     """Call signature -> occurrences, for executed calls made again."""
-    _fingerprints: set[str] = field(default_factory=set, init=False)
+    _fingerprints: dict[str, None] = field(default_factory=dict, init=False)
+    """Result digests seen (a dict, not a set: it is forgotten oldest first)."""
     _last_signature: str | None = field(default=None, init=False)
     _consecutive: int = field(default=0, init=False)
     _repeat_fired: Action = field(default=Action.CONTINUE, init=False)
@@ -172,6 +186,12 @@ class RunDetector:
     _tool_info: dict[str, _ToolInfo] = field(default_factory=dict, init=False, repr=False)
     _run_mode: bool = field(default=True, init=False, repr=False)
     _call_limit: int | None = field(default=None, init=False, repr=False)
+    _forget_at: int = field(default=0, init=False, repr=False)
+    """The seq at which the oldest remembered signatures are forgotten next (0: never)."""
+
+    def __post_init__(self) -> None:
+        self._rows = deque(maxlen=self.keep)
+        self._findings = deque(maxlen=self.keep)
 
     # -- feeding -------------------------------------------------------------
 
@@ -202,16 +222,21 @@ class RunDetector:
         if policy is not self._tuned_for:
             self._tune(policy)
         findings: list[Finding] = []
-        if not self._model_driven or self._round is None:
-            findings += self._close_round()
-            findings += self._open_round()
         current = self._round
-        assert current is not None
+        if current is None or not self._model_driven:
+            # Without model calls each tool call is a round, closed as it ends: none is open.
+            if current is not None:
+                findings += self._close_round()
+            findings += self._open_round()
+            current = self._round
+            assert current is not None
         tool, status = call.tool, call.status
         if digests is None:
             digests = policy.signer.sign(tool, call.arguments, call.result, status)
         rows = self._rows
-        seq = len(rows) + 1
+        seq = self._calls = self._calls + 1
+        if seq == self._forget_at:
+            self._forget()
         signature = digests.signature
         info = self._tool_info.get(tool)
         if info is None:
@@ -234,6 +259,7 @@ class RunDetector:
                 occurrences = self._occurrences
                 occurrences[signature] = count = occurrences.get(signature, 1) + 1
                 repeat_of = first
+                self._repeats += 1
             if signature == self._last_signature:
                 consecutive = self._consecutive + 1
             self._last_signature = signature
@@ -254,7 +280,7 @@ class RunDetector:
             fingerprints = self._fingerprints
             new_fact = fingerprint not in fingerprints
             if new_fact:
-                fingerprints.add(fingerprint)
+                fingerprints[fingerprint] = None
 
         state = _CONTINUE
         if comparable and not exempt and status is _OK and consecutive >= info.warn_at:
@@ -329,6 +355,26 @@ class RunDetector:
         self._tool_info = {}
         self._run_mode = policy.duplicate_mode is DuplicateMode.RUN
         self._call_limit = policy.max_tool_calls
+        memory = policy.max_remembered_calls
+        self._forget_at = 0 if memory is None else self._calls + memory + 1
+
+    def _forget(self) -> None:
+        """Every ``max_remembered_calls`` calls, forget signatures older than the newest that many.
+
+        Bounds a long run's memory. Oldest means first seen (or first run): a call
+        made again after that many others counts as new for the repeat,
+        duplicate and novelty rules. Periodic rather than per insert, to keep
+        the hot path to one comparison; the replay forgets at the same calls.
+        """
+        memory = self.policy.max_remembered_calls
+        assert memory is not None
+        self._forget_at = self._calls + memory
+        self._first_seen = _newest(self._first_seen, memory)
+        self._executed = _newest(self._executed, memory)
+        self._fingerprints = _newest(self._fingerprints, memory)
+        first_seen, executed = self._first_seen, self._executed
+        self._occurrences = {k: v for k, v in self._occurrences.items() if k in first_seen}
+        self._executions = {k: v for k, v in self._executions.items() if k in executed}
 
     def check_call(
         self, tool: str, arguments: Any, *, exempt: bool = False, approval: bool = False
@@ -347,7 +393,7 @@ class RunDetector:
         digests = policy.signer.sign(tool, arguments, ABSENT, Status.OK)
         if not digests.arguments.known:
             return None
-        seq = len(self._rows) + 1
+        seq = self._calls + 1
         number = self._round.number if self._round else self._rounds + 1
         call_signature = digests.call_signature
         if policy.duplicate_mode is DuplicateMode.RUN:
@@ -397,13 +443,23 @@ class RunDetector:
 
     @property
     def findings(self) -> tuple[Finding, ...]:
-        """Every finding so far, in order."""
+        """Every finding so far (the newest ``keep``), in order."""
         return tuple(self._findings)
 
     @property
     def ledger(self) -> tuple[LedgerRow, ...]:
-        """Every ledger row so far, in order."""
+        """Every ledger row so far (the newest ``keep``), in order."""
         return tuple(self._rows)
+
+    @property
+    def tool_calls(self) -> int:
+        """Tool calls so far, kept or not."""
+        return self._calls
+
+    @property
+    def finding_count(self) -> int:
+        """Findings fired so far, kept or not."""
+        return self._fired
 
     @property
     def rounds(self) -> int:
@@ -412,16 +468,16 @@ class RunDetector:
 
     def report(self) -> RunReport:
         """A snapshot of the run: verdict, stall score, findings and ledger."""
-        rows = self._rows
+        calls = self._calls
         # Built as rows are: the replay makes one report per run.
         return _new_report(
             self.run_key,
             self._verdict,
-            stall_score(rows),
-            len(rows),
+            self._repeats / calls if calls else 0.0,
+            calls,
             self._rounds,
             tuple(self._findings),
-            tuple(rows),
+            tuple(self._rows),
             {},
         )
 
@@ -585,7 +641,7 @@ class RunDetector:
             last.signature if last else "",
             self._rounds,
             self._rounds,
-            len(self._rows),
+            self._calls,
             self._rounds,
             messages.round_budget(allowed),
         )
@@ -602,9 +658,9 @@ class RunDetector:
             streak, kind = self._refused, Kind.REFUSED_ROUNDS
             limit = self.policy.refused_rounds_limit
         else:
-            self._refused.reset()
+            self._refused.count = 0
             if current.new_fact:
-                self._no_new_facts.reset()
+                self._no_new_facts.count = 0
                 return ()
             streak, kind = self._no_new_facts, Kind.NO_NEW_FACTS
             limit = self.policy.no_new_facts_limit
@@ -637,6 +693,7 @@ class RunDetector:
         verdict = self._verdict
         for finding in findings:
             self._findings.append(finding)
+            self._fired += 1
             implied = _VERDICT_OF[finding.action]
             if _VERDICT_RANK[implied] > _VERDICT_RANK[verdict]:
                 verdict = implied
@@ -645,6 +702,14 @@ class RunDetector:
 
 def _with_action(row: LedgerRow, action: Action) -> LedgerRow:
     return replace(row, action=action)
+
+
+def _newest(entries: dict[str, Any], count: int) -> dict[str, Any]:
+    """The ``count`` most recently inserted entries (a new dict when some are dropped)."""
+    excess = len(entries) - count
+    if excess <= 0:
+        return entries
+    return dict(islice(entries.items(), excess, None))
 
 
 def stall_score(rows: Iterable[LedgerRow]) -> float:

@@ -118,6 +118,14 @@ class StallPolicy:
         3, "OVERLOADED_ALLOWANCE", parse_int, "a whole number such as 3"
     )
     """Overloaded calls per run that do not count against ``max_tool_calls``."""
+    max_remembered_calls: int | None = env_field(
+        10_000, "MAX_REMEMBERED_CALLS", parse_optional_int, "a whole number, or 'off'"
+    )
+    """Distinct calls and results a run remembers for the repeat, duplicate and novelty rules.
+
+    Every that many calls, older ones are forgotten, so a run that never ends
+    (a loop nobody stops) holds bounded memory; ``None`` remembers everything.
+    """
     volatile_keys: tuple[str, ...] = env_field(
         DEFAULT_VOLATILE_KEYS, "VOLATILE_KEYS", parse_volatile_keys, "'ts,nonce' or '+extra_key'"
     )
@@ -162,7 +170,7 @@ class StallPolicy:
                 name,
                 "must be at least 1, or None for the shared limit",
             )
-        for name in ("max_tool_calls", "max_rounds"):
+        for name in ("max_tool_calls", "max_rounds", "max_remembered_calls"):
             value = getattr(self, name)
             check(value is None or value >= 1, name, "must be at least 1, or None for no limit")
         check(self.overloaded_allowance >= 0, "overloaded_allowance", "must be 0 or more")

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits, SpanProcessor
 from opentelemetry.trace import SpanContext, StatusCode
 
 from otel_stall.attributes import StallEventAttributes
@@ -156,6 +156,8 @@ class StallSpanProcessor(SpanProcessor):
         self._enabled = settings.enabled
         self._redact = settings.redact
         self._live_events = settings.live_events
+        self._max_events = SpanLimits().max_events
+        """The SDK's event limit (``OTEL_SPAN_EVENT_COUNT_LIMIT``), for run spans' copies."""
         self._role = self.conventions.role
         # Tool calls straight from the span's parts, unless a subclass makes them its own way.
         self._tool_call = (
@@ -426,8 +428,11 @@ class StallSpanProcessor(SpanProcessor):
             if owned is None:
                 owned = trace_run
         events: list[Event] | None = None
+        dropped = 0
         if owned is not None:
-            events = self._run_ended(span, owned, extra)
+            ended = self._run_ended(span, owned, extra)
+            if ended is not None:
+                events, dropped = ended
         redact = self._redact and (role is not _OTHER or start_role is not _OTHER)
         if not extra and events is None and not redact:
             return span
@@ -437,8 +442,8 @@ class StallSpanProcessor(SpanProcessor):
                 del attrs[key]
             # A full copy: the view would keep the ended span, raw payloads and all,
             # reachable from what is exported (a pickling exporter would send them).
-            return copy_span(span, attrs, events)
-        return EnrichedSpan(span, attrs, events)
+            return copy_span(span, attrs, events, dropped)
+        return EnrichedSpan(span, attrs, events, dropped)
 
     def _plain_root_end(self, span: ReadableSpan) -> ReadableSpan:
         """A trace root without role attributes ended: close its trace run if it has one."""
@@ -449,12 +454,14 @@ class StallSpanProcessor(SpanProcessor):
         if run is None:
             return span  # no tool or model call in the trace: the common case
         extra: dict[str, Any] = {}
-        events = self._run_ended(span, run, extra)
-        if not extra and events is None:
+        ended = self._run_ended(span, run, extra)
+        if not extra and ended is None:
             return span
         attrs = attribute_dict(span)  # a plain span: nothing to redact
         attrs.update(extra)
-        return EnrichedSpan(span, attrs, events)
+        if ended is None:
+            return EnrichedSpan(span, attrs)
+        return EnrichedSpan(span, attrs, *ended)
 
     def _tool(
         self,
@@ -505,8 +512,11 @@ class StallSpanProcessor(SpanProcessor):
 
     def _run_ended(
         self, span: ReadableSpan, owned: Run, extra: dict[str, Any]
-    ) -> list[Event] | None:
-        """Close the run whose run span this is; returns the copy's events if it was used."""
+    ) -> tuple[list[Event], int] | None:
+        """Close the run whose run span this is, if it was used.
+
+        Returns the copy's events, and how many more events were dropped.
+        """
         run = owned
         if not self._table.end_run(run):
             return None  # never used: an agent span with no tool or model call
@@ -519,21 +529,23 @@ class StallSpanProcessor(SpanProcessor):
             self._deliver(new)
         return self._run_events(span, run)
 
-    @staticmethod
-    def _run_events(span: ReadableSpan, run: Run) -> list[Event]:
-        """The span's events plus every finding of the run not already on it."""
+    def _run_events(self, span: ReadableSpan, run: Run) -> tuple[list[Event], int]:
+        """The span's events plus the run's findings that could not go on it while open.
+
+        Within the SDK's event limit, as if they had been added live: the oldest
+        make way, and are counted as dropped (with those ``pending`` had no room for).
+        """
         events = list(span.events)
-        present = {
-            (e.timestamp, (e.attributes or {}).get(StallEventAttributes.KIND), _seq_of(e))
-            for e in events
-            if e.name == _EVENT
-        }
         with run.lock:
-            fired = list(run.fired)
-        for when, finding in fired:
-            if (when, finding.kind.value, finding.seq) not in present:
-                events.append(Event(_EVENT, finding_event_attributes(finding), when))
-        return events
+            pending = list(run.pending or ())
+            dropped = run.pending_dropped
+        for when, finding in pending:
+            events.append(Event(_EVENT, finding_event_attributes(finding), when))
+        limit = self._max_events
+        if limit is not None and len(events) > limit:
+            dropped += len(events) - limit
+            del events[: len(events) - limit]
+        return events, dropped
 
     # -- detection -----------------------------------------------------------
 
@@ -556,9 +568,10 @@ class StallSpanProcessor(SpanProcessor):
             detector = run.detector
             if detector is None:
                 return None, ()
-            before = len(detector.findings)
+            before = detector.finding_count
             report = detector.finish()
-            new = report.findings[before:]
+            fired = detector.finding_count - before
+            new = report.findings[max(0, len(report.findings) - fired) :] if fired else ()
             if new:
                 self._fired(run, new, when)
             attributes = span.attributes if span is not None else None
@@ -576,18 +589,20 @@ class StallSpanProcessor(SpanProcessor):
 
     def _detector(self, run: Run) -> RunDetector:
         """Under the run lock: the run's detector, created on first use."""
-        detector = run.detector = RunDetector(self.policy, run.run_key)
+        detector = run.detector = RunDetector(
+            self.policy, run.run_key, self.settings.run_report_size
+        )
         return detector
 
     def _fired(self, run: Run, findings: Iterable[Finding], when: int) -> None:
-        """Under the run lock: remember findings, and add them to the run span if open."""
+        """Under the run lock: add findings to the run span if open, else keep them for its copy."""
         span = run.span
-        live = self._live_events and span is not None and span.is_recording()
-        for finding in findings:
-            run.fired.append((when, finding))
-            if live:
-                assert span is not None
+        if self._live_events and span is not None and span.is_recording():
+            for finding in findings:
                 span.add_event(_EVENT, finding_event_attributes(finding), timestamp=when)
+            return
+        for finding in findings:
+            run.keep_pending(when, finding)
 
     def _deliver(self, findings: Iterable[Finding]) -> None:
         """Outside every lock: metrics and the user's callback."""
@@ -665,10 +680,6 @@ def _status_code(code: StatusCode) -> int:
     if code is StatusCode.ERROR:
         return STATUS_ERROR
     return STATUS_OK if code is StatusCode.OK else STATUS_UNSET
-
-
-def _seq_of(event: Event) -> Any:
-    return (event.attributes or {}).get(StallEventAttributes.SEQ)
 
 
 def _span_hex(span: ReadableSpan | None) -> str | None:

@@ -385,7 +385,9 @@ class RunReport:
     tool_calls: int
     rounds: int
     findings: tuple[Finding, ...] = ()
+    """Every finding, or the newest the detector keeps (the live processor bounds them)."""
     ledger: tuple[LedgerRow, ...] = ()
+    """Every row, or the newest the detector keeps; ``tool_calls`` counts them all."""
     attributes: dict[str, Any] = field(default_factory=dict)
     """Free-form context from the edge (trace id, agent name); the detector ignores it."""
 

@@ -20,7 +20,7 @@ never replaces those dicts: it only mutates them.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -37,6 +37,8 @@ TOUCH: Final = 1.0
 """Seconds within which a run is not moved in the LRU order again (saves a lock)."""
 ENDED_ROOTS: Final = 4096
 """How many ended trace roots are remembered, so late spans do not reopen their trace."""
+PENDING_FINDINGS: Final = 128
+"""Findings a run keeps for its span's copy when they could not go on the open span."""
 
 
 class Run:
@@ -46,10 +48,11 @@ class Run:
         "closed",
         "detector",
         "evicted",
-        "fired",
         "key",
         "last",
         "lock",
+        "pending",
+        "pending_dropped",
         "registered",
         "report",
         "run_key",
@@ -78,9 +81,21 @@ class Run:
         self.closed = False
         """The detector is finished; set under the run lock."""
         self.last = 0.0
-        self.fired: list[tuple[int, Finding]] = []
-        """Every finding with the time it fired, to put on the run span's copy if missing."""
+        self.pending: deque[tuple[int, Finding]] | None = None
+        """Findings (with the time they fired) that could not go on the open run span:
+        they go on its copy at the end. The newest are kept; made on first use."""
+        self.pending_dropped = 0
+        """Findings that did not fit in ``pending``: counted as dropped events on the copy."""
         self.report: RunReport | None = None
+
+    def keep_pending(self, when: int, finding: Finding) -> None:
+        """Under the run lock: keep a finding for the run span's copy (the newest fit)."""
+        pending = self.pending
+        if pending is None:
+            pending = self.pending = deque(maxlen=PENDING_FINDINGS)
+        elif len(pending) == PENDING_FINDINGS:
+            self.pending_dropped += 1
+        pending.append((when, finding))
 
 
 class Node:
@@ -340,4 +355,4 @@ class RunTable:
         return out
 
 
-__all__ = ["ENDED_ROOTS", "TOUCH", "Node", "Run", "RunTable"]
+__all__ = ["ENDED_ROOTS", "PENDING_FINDINGS", "TOUCH", "Node", "Run", "RunTable"]

@@ -16,6 +16,7 @@ OTEL_STALL_REDACT             false       strip raw arguments/results, keep dige
 OTEL_STALL_MAX_RUNS           10000       runs tracked at once (oldest evicted first)
 OTEL_STALL_RUN_TTL_SECONDS    3600        a run idle this long is finished and dropped
 OTEL_STALL_MAX_TRACKED_SPANS  100000      open spans whose ancestry is remembered
+OTEL_STALL_RUN_REPORT_SIZE    1000        ledger rows and findings a live run's report keeps
 OTEL_STALL_LIVE_EVENTS        true        add ``stall.detected`` to the open run span
 OTEL_STALL_RAISE_ERRORS       (auto)      re-raise internal errors; auto = under pytest
 ============================  ==========  ==============================================
@@ -67,6 +68,14 @@ class ProcessorSettings:
         100_000, "MAX_TRACKED_SPANS", parse_int, "a whole number such as 100000"
     )
     """Open spans whose run ancestry is remembered; the oldest are forgotten beyond it."""
+    run_report_size: int = env_field(
+        1000, "RUN_REPORT_SIZE", parse_int, "a whole number such as 1000"
+    )
+    """Ledger rows and findings a run's report keeps (the newest), for the guard.
+
+    Each tool span already carries its own row; counts, the stall score and the
+    verdict cover the whole run. Bounds the memory of a run that never ends.
+    """
     live_events: bool = env_field(True, "LIVE_EVENTS", parse_bool, "true or false")
     """Add ``stall.detected`` events to the run span while it is open."""
     raise_errors: bool | None = env_field(
@@ -85,6 +94,11 @@ class ProcessorSettings:
             self.max_tracked_spans >= 1,
             "max_tracked_spans",
             "must be at least 1 (the default is 100000)",
+        )
+        check(
+            self.run_report_size >= 1,
+            "run_report_size",
+            "must be at least 1 (the default is 1000)",
         )
 
     @classmethod

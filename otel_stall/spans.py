@@ -64,26 +64,32 @@ def copy_span(
     span: ReadableSpan,
     attributes: Mapping[str, Any],
     events: Sequence[Event] | None = None,
+    dropped_events: int = 0,
 ) -> ReadableSpan:
     """A new ended span equal to ``span`` but with other attributes (and events).
 
     A plain ``dict`` of attributes is used as is (not copied): do not change it
     afterwards. Built through the public constructor; dropped counts are carried over in the
-    SDK's public bounded containers so exporters still report them.
+    SDK's public bounded containers so exporters still report them. ``dropped_events``
+    adds to the span's own count: events that did not fit in the new ``events``.
     """
-    return ReadableSpan(**_copied_fields(span, attributes, events))
+    return ReadableSpan(**_copied_fields(span, attributes, events, dropped_events))
 
 
 def _copied_fields(
-    span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event] | None
+    span: ReadableSpan,
+    attributes: Mapping[str, Any],
+    events: Sequence[Event] | None,
+    dropped_events: int,
 ) -> dict[str, Any]:
     """``ReadableSpan``'s constructor arguments for a copy of ``span`` with other content."""
     attrs: Attributes = attributes if type(attributes) is dict else dict(attributes)
     new_events: Sequence[Event] = span.events if events is None else events
     links = span.links
-    if span.dropped_events:
+    dropped_events += span.dropped_events
+    if dropped_events:
         bounded_events: BoundedList[Event] = BoundedList.from_seq(None, new_events)
-        bounded_events.dropped = span.dropped_events
+        bounded_events.dropped = dropped_events
         new_events = bounded_events
     if span.dropped_links:
         bounded_links: BoundedList[Link] = BoundedList.from_seq(None, links)
@@ -137,18 +143,26 @@ class EnrichedSpan(ReadableSpan):
         source: ReadableSpan,
         attributes: dict[str, Any],
         events: Sequence[Event] | None = None,
+        dropped_events: int = 0,
     ) -> None:
         # No super().__init__(): that is the copy this class exists to avoid.
         self._stall_source = source
         self._stall_attributes = attributes
         self._stall_events = None if events is None else tuple(events)
+        self._stall_dropped_events = dropped_events
+        """Events that did not fit in ``events``, on top of the source's own count."""
         self._stall_copied = False
 
     def __getattr__(self, name: str) -> Any:
         # Only reached when normal lookup fails: a private field of the base class.
         if name.startswith(("__", "_stall_")) or not name.startswith("_") or self._stall_copied:
             raise AttributeError(name)  # not a private field, or the copy is made and lacks it
-        fields = _copied_fields(self._stall_source, self._stall_attributes, self._stall_events)
+        fields = _copied_fields(
+            self._stall_source,
+            self._stall_attributes,
+            self._stall_events,
+            self._stall_dropped_events,
+        )
         ReadableSpan.__init__(self, **fields)
         self._stall_copied = True
         return object.__getattribute__(self, name)
@@ -163,6 +177,11 @@ class EnrichedSpan(ReadableSpan):
         """The given events if any, else the source's."""
         events = self._stall_events
         return self._stall_source.events if events is None else events
+
+    @property
+    def dropped_events(self) -> int:
+        """The source's dropped events, plus those that did not fit in the given events."""
+        return self._stall_source.dropped_events + self._stall_dropped_events
 
     def get_span_context(self) -> SpanContext | None:
         """The source's span context."""
@@ -181,7 +200,6 @@ class EnrichedSpan(ReadableSpan):
     instrumentation_info = _read_through("instrumentation_info")
     instrumentation_scope = _read_through("instrumentation_scope")
     dropped_attributes = _read_through("dropped_attributes")
-    dropped_events = _read_through("dropped_events")
     dropped_links = _read_through("dropped_links")
 
 

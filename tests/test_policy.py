@@ -22,6 +22,7 @@ def test_defaults_follow_the_references() -> None:
     assert policy.duplicate_mode is DuplicateMode.RUN
     assert policy.duplicate_consecutive_limit == 3
     assert (policy.max_tool_calls, policy.max_rounds) == (None, None)
+    assert policy.max_remembered_calls == 10_000
     assert policy.overloaded_allowance == 3
     assert policy.volatile_keys == DEFAULT_VOLATILE_KEYS
     assert policy.scrub_values is False
@@ -43,6 +44,13 @@ def test_defaults_follow_the_references() -> None:
             {"OTEL_STALL_MAX_TOOL_CALLS": "40"}, {}, "max_tool_calls", 40, id="optional-int"
         ),
         pytest.param({"OTEL_STALL_MAX_ROUNDS": "off"}, {}, "max_rounds", None, id="off"),
+        pytest.param(
+            {"OTEL_STALL_MAX_REMEMBERED_CALLS": "off"},
+            {},
+            "max_remembered_calls",
+            None,
+            id="remember-everything",
+        ),
         pytest.param(
             {"OTEL_STALL_DUPLICATE_MODE": " Consecutive "},
             {},
@@ -122,6 +130,11 @@ def test_resolution_order(
             {"OTEL_STALL_MAX_TOOL_CALLS": "-1"},
             ["max_tool_calls", "None for no limit"],
             id="budget",
+        ),
+        pytest.param(
+            {"OTEL_STALL_MAX_REMEMBERED_CALLS": "-5"},
+            ["max_remembered_calls", "None for no limit"],
+            id="memory",
         ),
         pytest.param(
             {"OTEL_STALL_OVERLOADED_ALLOWANCE": "-2"},

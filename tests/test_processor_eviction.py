@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable
 from contextlib import ExitStack
 
-import pytest
 from opentelemetry import trace
-from stall_pipeline import STYLE_IDS, STYLES, Agent, Call, Pipeline, Style, make_pipeline, stall
+from stall_pipeline import STYLES, Agent, Call, make_pipeline, stall
 
 from otel_stall.attributes import StallAttributes as S
 from otel_stall.settings import ProcessorSettings
@@ -119,65 +116,3 @@ def test_state_is_empty_after_runs_end() -> None:
             agent.round(Call("search", {"q": i}, {"r": i}))
     stats = pipe.processor.stats()
     assert (stats.active_runs, stats.tracked_spans, stats.finished_runs) == (0, 0, 10)
-
-
-def _agent_rounds(pipe: Pipeline, agent: Agent) -> None:
-    """Rounds that loop until the run breaks, with a failure and a refusal on the way."""
-    with agent.run():
-        agent.round(Call("fetch", {"u": 1}, None, error=True))
-        for _ in range(6):
-            agent.round(Call("search", {"q": 1}, {"r": 1}))
-        agent.round(Call("search", {"q": 1}, {"r": 1}, {"stall.refused": True}))
-
-
-def _agent_without_model_calls(pipe: Pipeline, agent: Agent) -> None:
-    """Tool calls straight under the agent span: each is its own round."""
-    with agent.run():
-        for i in range(6):
-            agent.tool(Call("search", {"q": i % 2}, {"r": 1}))
-
-
-def _nested(pipe: Pipeline, agent: Agent) -> None:
-    """A tool span inside a tool span, plain spans below both, and a sub-agent."""
-    sub = Agent(pipe.tracer, agent.style, "helper")
-    with agent.run():
-        agent.model()
-        name, attrs = agent.style.tool("delegate", {"to": "helper"}, {"ok": True})
-        with pipe.tracer.start_as_current_span(name, attributes=attrs):
-            with pipe.tracer.start_as_current_span("http"):
-                agent.tool(Call("search", {"q": 1}, {"r": 1}))
-            with sub.run():
-                sub.round(Call("search", {"q": 2}, {"r": 2}))
-
-
-def _trace_run(pipe: Pipeline, agent: Agent) -> None:
-    """Tool calls under a plain root span: the trace is the run."""
-    with pipe.tracer.start_as_current_span("request"):
-        for _ in range(4):
-            agent.tool(Call("search", {"q": 1}, {"r": 1}))
-
-
-@pytest.mark.parametrize("shape", [_agent_rounds, _agent_without_model_calls, _nested, _trace_run])
-@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
-def test_ended_runs_are_freed_without_the_cycle_collector(
-    style: Style, shape: Callable[[Pipeline, Agent], None]
-) -> None:
-    """Nothing otel-stall keeps for a run is left in a reference cycle once its spans end."""
-    pipe = make_pipeline(conventions=style.conventions)
-    gc.collect()
-    gc.disable()
-    try:
-        shape(pipe, Agent(pipe.tracer, style))
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        gc.collect()
-        cyclic = sorted({type(o).__qualname__ for o in gc.garbage if _ours(o)})
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
-    assert pipe.processor.stats().active_runs == 0
-    assert cyclic == []
-
-
-def _ours(obj: object) -> bool:
-    return type(obj).__module__.startswith("otel_stall")

@@ -14,6 +14,7 @@ def test_defaults() -> None:
     s = ProcessorSettings.from_env({})
     assert (s.enabled, s.redact, s.live_events, s.raise_errors) == (True, False, True, None)
     assert (s.max_runs, s.run_ttl_seconds, s.max_tracked_spans) == (10_000, 3600.0, 100_000)
+    assert s.run_report_size == 1000
 
 
 def test_env_then_explicit() -> None:
@@ -26,9 +27,11 @@ def test_env_then_explicit() -> None:
         "OTEL_STALL_ENABLED": "off",
         "OTEL_STALL_LIVE_EVENTS": "no",
         "OTEL_STALL_RAISE_ERRORS": "false",
+        "OTEL_STALL_RUN_REPORT_SIZE": "12",
     }
     s = ProcessorSettings.from_env(env)
     assert (s.redact, s.max_runs, s.run_ttl_seconds, s.max_tracked_spans) == (True, 7, 2.5, 99)
+    assert s.run_report_size == 12
     assert (s.enabled, s.live_events, s.raise_errors) == (False, False, False)
     assert ProcessorSettings.from_env(env, max_runs=3, redact=False).max_runs == 3
     assert ProcessorSettings.from_env(env, redact=False).redact is False
@@ -63,6 +66,7 @@ def test_bad_env_values_say_how_to_fix(env: dict[str, str], fragment: str) -> No
         ({"max_runs": 0}, "max_runs"),
         ({"run_ttl_seconds": 0}, "run_ttl_seconds"),
         ({"max_tracked_spans": 0}, "max_tracked_spans"),
+        ({"run_report_size": 0}, "run_report_size"),
     ],
 )
 def test_invalid_values_are_rejected(kwargs: dict[str, float], name: str) -> None:
@@ -85,6 +89,8 @@ def test_env_vars_document_every_knob() -> None:
         "OTEL_STALL_MAX_RUNS",
         "OTEL_STALL_RUN_TTL_SECONDS",
         "OTEL_STALL_MAX_TRACKED_SPANS",
+        "OTEL_STALL_RUN_REPORT_SIZE",
+        "OTEL_STALL_MAX_REMEMBERED_CALLS",
         "OTEL_STALL_LIVE_EVENTS",
         "OTEL_STALL_RAISE_ERRORS",
         "OTEL_STALL_WARN_AT",

@@ -68,17 +68,29 @@ def _extra(source: ReadableSpan) -> dict[str, Any]:
     return attrs
 
 
+@pytest.mark.parametrize("more_dropped", [0, 4])
 @pytest.mark.parametrize("dropping", [False, True], ids=["within limits", "over limits"])
 @pytest.mark.parametrize("events", [None, [Event("stall.detected", {"stall.kind": "repeat"}, 5)]])
 @pytest.mark.parametrize("prop", PROPERTIES)
 def test_every_public_property_matches_a_full_copy(
-    prop: str, events: list[Event] | None, dropping: bool
+    prop: str, events: list[Event] | None, dropping: bool, more_dropped: int
 ) -> None:
     """Each public property of the view equals the same property of copy_span's copy."""
     source = _ended(dropping)
-    view = EnrichedSpan(source, _extra(source), events)
-    copied = copy_span(source, _extra(source), events)
+    view = EnrichedSpan(source, _extra(source), events, more_dropped)
+    copied = copy_span(source, _extra(source), events, more_dropped)
     assert getattr(view, prop) == getattr(copied, prop)
+
+
+@pytest.mark.parametrize("dropping", [False, True], ids=["within limits", "over limits"])
+def test_events_left_out_add_to_the_dropped_count(dropping: bool) -> None:
+    """Events that did not fit in the given ones count as dropped, on top of the source's."""
+    source = _ended(dropping)
+    for span in (
+        EnrichedSpan(source, _extra(source), [], 3),
+        copy_span(source, _extra(source), [], 3),
+    ):
+        assert span.dropped_events == source.dropped_events + 3
 
 
 @pytest.mark.parametrize("dropping", [False, True], ids=["within limits", "over limits"])
@@ -92,21 +104,22 @@ def test_attributes_are_the_enriched_ones(dropping: bool) -> None:
         view.attributes["stall.seq"] = 4  # type: ignore[index]
 
 
+@pytest.mark.parametrize("more_dropped", [0, 4])
 @pytest.mark.parametrize("dropping", [False, True], ids=["within limits", "over limits"])
-def test_otlp_encoding_is_byte_for_byte_a_copy(dropping: bool) -> None:
+def test_otlp_encoding_is_byte_for_byte_a_copy(dropping: bool, more_dropped: int) -> None:
     """An OTLP exporter encodes the view exactly as it encodes a full copy."""
     source = _ended(dropping)
     events = [Event("stall.detected", {"stall.kind": "repeat"}, 5)]
-    view = encode_spans([EnrichedSpan(source, _extra(source), events)]).SerializeToString()
-    copied = encode_spans([copy_span(source, _extra(source), events)]).SerializeToString()
-    assert view == copied
+    view = EnrichedSpan(source, _extra(source), events, more_dropped)
+    copied = copy_span(source, _extra(source), events, more_dropped)
+    assert encode_spans([view]).SerializeToString() == encode_spans([copied]).SerializeToString()
 
 
 def test_private_readers_get_a_full_copy() -> None:
     """ReadableSpan's own to_json, which reads private fields, sees the enriched span."""
     source = _ended(True)
-    view = EnrichedSpan(source, _extra(source))
-    assert view.to_json() == copy_span(source, _extra(source)).to_json()
+    view = EnrichedSpan(source, _extra(source), None, 2)
+    assert view.to_json() == copy_span(source, _extra(source), None, 2).to_json()
     assert '"stall.seq": 3' in view.to_json()
 
 
