@@ -139,8 +139,9 @@ class RunDetector:
     ``keep`` bounds what the run's report carries: the newest ``keep`` ledger
     rows and findings (``None``: all of them, as the replay needs to enrich
     every span). Counts, the stall score and the verdict always cover the whole
-    run. With a bound, and the policy's ``max_remembered_calls``, a run that
-    never ends (a loop nobody stops) holds a fixed amount of memory.
+    run, and the latest finding of each action stays in the report. With a
+    bound, and the policy's ``max_remembered_calls``, a run that never ends (a
+    loop nobody stops) holds a fixed amount of memory.
     """
 
     policy: StallPolicy = field(default_factory=StallPolicy)
@@ -154,6 +155,9 @@ class RunDetector:
     """Calls that repeated an earlier full signature, for the stall score."""
     _fired: int = field(default=0, init=False)
     """Findings so far."""
+    _latest: dict[Action, tuple[int, Finding]] = field(default_factory=dict, init=False)
+    """The latest finding of each action, numbered as they fired: the report keeps
+    them when ``keep`` drops them, so the run's worst finding stays in it."""
     # Plain ints in these four dicts, not [first, count] pairs: a pair is one more
     # object for the garbage collector to track and traverse, for every call of the run.
     _first_seen: dict[str, int] = field(default_factory=dict, init=False)
@@ -443,8 +447,13 @@ class RunDetector:
 
     @property
     def findings(self) -> tuple[Finding, ...]:
-        """Every finding so far (the newest ``keep``), in order."""
-        return tuple(self._findings)
+        """Every finding so far, in order (the newest ``keep``, after the latest of each action)."""
+        window = self._findings
+        dropped = self._fired - len(window)
+        if not dropped:
+            return tuple(window)
+        older = sorted(kept for kept in self._latest.values() if kept[0] <= dropped)
+        return (*(finding for _, finding in older), *window)
 
     @property
     def ledger(self) -> tuple[LedgerRow, ...]:
@@ -476,7 +485,7 @@ class RunDetector:
             self._repeats / calls if calls else 0.0,
             calls,
             self._rounds,
-            tuple(self._findings),
+            self.findings,
             tuple(self._rows),
             {},
         )
@@ -697,6 +706,7 @@ class RunDetector:
             implied = _VERDICT_OF[finding.action]
             if _VERDICT_RANK[implied] > _VERDICT_RANK[verdict]:
                 verdict = implied
+            self._latest[finding.action] = (self._fired, finding)
         self._verdict = verdict
 
 

@@ -73,6 +73,7 @@ class ProcessorSettings:
     )
     """Ledger rows and findings a run's report keeps (the newest), for the guard.
 
+    The latest finding of each action is kept too, so the guard names the worst.
     Each tool span already carries its own row; counts, the stall score and the
     verdict cover the whole run. Bounds the memory of a run that never ends.
     """

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from otel_stall.detector import RunDetector, detect
+from otel_stall.guard import StallDetected
 from otel_stall.policy import StallPolicy
-from otel_stall.records import Kind, ModelCall, RunReport, ToolCall
+from otel_stall.records import Action, Kind, ModelCall, RunReport, ToolCall, Verdict
 
 Events = Callable[[str], list[ToolCall | ModelCall]]
 FIXTURES = [
@@ -51,8 +52,21 @@ def test_report_keeps_the_newest_rows_and_findings(
     full = _finish(events, None)
     kept = _finish(events, keep)
     assert kept.ledger == full.ledger[-keep:]
-    assert kept.findings == full.findings[-keep:]
+    older = kept.findings[:-keep]
+    assert kept.findings[len(older) :] == full.findings[-keep:]
+    assert all(f in full.findings[:-keep] for f in older)  # only older ones, in order
     assert _whole(kept) == _whole(full)
+    assert StallDetected(kept).finding == StallDetected(full).finding
+
+
+def test_latest_finding_of_each_action_outlives_the_window() -> None:
+    """A run that broke early and then refused for long still reports its warning and break."""
+    kept = _finish(_looping(40), 3)
+    assert kept.verdict is Verdict.BREAK
+    assert [f.action for f in kept.findings[-3:]] == [Action.REFUSE] * 3
+    older = kept.findings[:-3]
+    assert [f.action for f in older] == [Action.WARN, Action.BREAK]
+    assert StallDetected(kept).finding is older[-1]
 
 
 def _gap(gap: int) -> list[ToolCall | ModelCall]:

@@ -14,7 +14,7 @@ from otel_stall.attributes import StallEventAttributes as E
 from otel_stall.detector import RunDetector
 from otel_stall.policy import StallPolicy
 from otel_stall.processor import StallSpanProcessor
-from otel_stall.records import ToolCall
+from otel_stall.records import Action, ToolCall
 from otel_stall.settings import ProcessorSettings
 from otel_stall.signature import Content, Digests
 
@@ -52,7 +52,8 @@ def test_a_looping_run_that_never_ends_holds_bounded_memory() -> None:
         growth = _growth_per_call(lambda i: agent.tool(Call("search", {}, {})), 300, 300)
         status = processor.guard.verdict()
     assert status.report is not None
-    assert (len(status.report.ledger), len(status.report.findings)) == (50, 50)
+    assert len(status.report.ledger) == 50
+    assert len(status.report.findings) <= 50 + len(Action)  # and the latest of each action
     assert status.report.tool_calls == 900
     assert growth < 40
 
