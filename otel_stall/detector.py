@@ -132,7 +132,7 @@ _PRESENT: Final = Content.PRESENT
 _EMPTY: Final = Content.EMPTY
 
 
-@dataclass
+@dataclass(slots=True)
 class RunDetector:
     """Detects stalls in one run. Not thread-safe: callers serialise per run.
 
