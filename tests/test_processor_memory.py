@@ -59,7 +59,7 @@ def test_a_looping_run_that_never_ends_holds_bounded_memory() -> None:
 
 
 def test_a_run_of_new_calls_that_never_ends_holds_bounded_memory() -> None:
-    """A detector fed new calls forever forgets the oldest; ~280 bytes a call without it."""
+    """A detector fed new calls forever forgets the oldest ones and stops growing."""
     detector = RunDetector(StallPolicy(max_remembered_calls=100), None, keep=50)
 
     def call(i: int) -> None:
