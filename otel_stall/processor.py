@@ -83,6 +83,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("otel_stall")
 
 _EVENT: Final = StallEventAttributes.EVENT_NAME
+_KIND: Final = StallEventAttributes.KIND
+_SEQ: Final = StallEventAttributes.SEQ
 _OTHER: Final = Role.OTHER
 _TOOL: Final = Role.TOOL
 _MODEL: Final = Role.MODEL
@@ -541,8 +543,15 @@ class StallSpanProcessor(SpanProcessor):
         with run.lock:
             pending = list(run.pending or ())
             dropped = run.pending_dropped
-        for when, finding in pending:
-            events.append(Event(_EVENT, finding_event_attributes(finding), when))
+        if pending:
+            present = {
+                (e.timestamp, (e.attributes or {}).get(_KIND), (e.attributes or {}).get(_SEQ))
+                for e in events
+                if e.name == _EVENT
+            }
+            for when, finding in pending:
+                if (when, finding.kind.value, finding.seq) not in present:
+                    events.append(Event(_EVENT, finding_event_attributes(finding), when))
         limit = self._max_events
         if limit is not None and len(events) > limit:
             dropped += len(events) - limit
@@ -602,7 +611,10 @@ class StallSpanProcessor(SpanProcessor):
         if self._live_events and span is not None and span.is_recording():
             for finding in findings:
                 span.add_event(_EVENT, finding_event_attributes(finding), timestamp=when)
-            return
+            if span.is_recording():
+                return
+            # The span ended on another thread meanwhile, and may have refused the
+            # events: its copy gets those it lacks.
         for finding in findings:
             run.keep_pending(when, finding)
 

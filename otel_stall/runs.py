@@ -82,8 +82,9 @@ class Run:
         """The detector is finished; set under the run lock."""
         self.last = 0.0
         self.pending: deque[tuple[int, Finding]] | None = None
-        """Findings (with the time they fired) that could not go on the open run span:
-        they go on its copy at the end. The newest are kept; made on first use."""
+        """Findings (with the time they fired) that could not go on the open run span, or
+        may not have (it ended as they were added): its copy gets those it lacks. The
+        newest are kept; made on first use."""
         self.pending_dropped = 0
         """Findings that did not fit in ``pending``: counted as dropped events on the copy."""
         self.report: RunReport | None = None
