@@ -47,7 +47,7 @@ import dis
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -605,7 +605,7 @@ class StallSpanProcessor(SpanProcessor):
         )
         return detector
 
-    def _fired(self, run: Run, findings: Iterable[Finding], when: int) -> None:
+    def _fired(self, run: Run, findings: Sequence[Finding], when: int) -> None:
         """Under the run lock: add findings to the run span if open, else keep them for its copy."""
         span = run.span
         if self._live_events and span is not None and span.is_recording():
