@@ -461,11 +461,6 @@ class RunDetector:
         return tuple(self._rows)
 
     @property
-    def tool_calls(self) -> int:
-        """Tool calls so far, kept or not."""
-        return self._calls
-
-    @property
     def finding_count(self) -> int:
         """Findings fired so far, kept or not."""
         return self._fired

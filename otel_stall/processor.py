@@ -459,12 +459,10 @@ class StallSpanProcessor(SpanProcessor):
             return span  # no tool or model call in the trace: the common case
         extra: dict[str, Any] = {}
         ended = self._run_ended(span, run, extra)
-        if not extra and ended is None:
-            return span
+        if ended is None:
+            return span  # never used, or nothing to report: extra is empty too
         attrs = attribute_dict(span)  # a plain span: nothing to redact
         attrs.update(extra)
-        if ended is None:
-            return EnrichedSpan(span, attrs)
         return EnrichedSpan(span, attrs, *ended)
 
     def _tool(
