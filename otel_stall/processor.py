@@ -45,8 +45,10 @@ from __future__ import annotations
 
 import dis
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
@@ -191,6 +193,10 @@ class StallSpanProcessor(SpanProcessor):
         self._errors = 0
         self._error_kinds: set[str] = set()
         self._guard: StallGuard | None = None
+        if hasattr(os, "register_at_fork"):  # not on Windows
+            # Weak, as the SDK's batch processor does: the registration outlives us.
+            reinit = weakref.WeakMethod(self._after_fork)
+            os.register_at_fork(after_in_child=lambda: _call_alive(reinit))
         # 28 attributes. At 30, CPython 3.11 stops sharing instance dict keys: each
         # instance dict grows fivefold and hot-path reads slow down. Keep new state elsewhere.
 
@@ -339,6 +345,21 @@ class StallSpanProcessor(SpanProcessor):
         for processor in self._downstream:
             ok = processor.force_flush(timeout_millis) and ok
         return ok
+
+    def _after_fork(self) -> None:
+        """In a forked child: forget the parent's runs and take new locks.
+
+        A lock held by another of the parent's threads at the fork would never
+        be released in the child, and the first span to need it would hang.
+        The parent's runs are not the child's to finish: the parent does.
+        """
+        try:
+            self._table.reset_after_fork()
+            self._error_lock = threading.Lock()
+            self._errors = 0
+            self._error_kinds = set()
+        except Exception:  # an at-fork hook must not fail the fork's caller
+            logger.exception("otel-stall: resetting after fork failed")
 
     # -- start ---------------------------------------------------------------
 
@@ -647,6 +668,13 @@ class StallSpanProcessor(SpanProcessor):
         if reraise and self.settings.should_raise:
             return exc
         return None
+
+
+def _call_alive(method: weakref.WeakMethod[Callable[[], None]]) -> None:
+    """Call a weakly held method if its object still exists."""
+    bound = method()
+    if bound is not None:
+        bound()
 
 
 def _empty_hook(self: object, span: object, parent_context: object = None) -> None:

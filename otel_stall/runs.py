@@ -323,6 +323,23 @@ class RunTable:
                 run.evicted = True
         return runs
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: start empty, with a new lock.
+
+        The child has only the thread that forked. The lock may have been held
+        by another thread at the fork, and would then never be released; the
+        runs are the parent's, half-updated perhaps, and their locks may be held
+        too. So the child forgets them, as the SDK's batch processor drops the
+        parent's queue. No lock is taken here: the old one may be held forever.
+        The dicts are cleared, not replaced (the processor has them bound).
+        """
+        self.lock = threading.Lock()
+        self.runs.clear()
+        self.spans.clear()
+        self.roots.clear()
+        self.ended.clear()
+        self.finished = self.evicted = self.forgotten = 0
+
     def _trace_run(self, trace_id: int) -> Run | None:
         """Under the lock: the trace's run, created on first use; ``None`` if it ended."""
         roots = self.roots
