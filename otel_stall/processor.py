@@ -336,14 +336,29 @@ class StallSpanProcessor(SpanProcessor):
                 self._finish_evicted(run)
         except Exception as exc:
             self._error("shutdown", exc, reraise=False)
+        first: Exception | None = None
         for processor in self._downstream:
-            processor.shutdown()
+            try:
+                processor.shutdown()
+            except Exception as exc:  # the others still shut down (and stop their threads)
+                first = first or exc
+        if first is not None:
+            raise first
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Flush every downstream processor; true only if all of them flushed."""
+        """Flush every downstream processor within ``timeout_millis`` in all, as the SDK does.
+
+        Each gets what is left of the time; once it is spent the rest are
+        skipped and the result is false. True only if all of them flushed.
+        """
+        deadline = time.monotonic_ns() + timeout_millis * 1_000_000
         ok = True
         for processor in self._downstream:
-            ok = processor.force_flush(timeout_millis) and ok
+            left = deadline - time.monotonic_ns()
+            if left <= 0:
+                return False
+            if processor.force_flush(left // 1_000_000) is False:
+                ok = False
         return ok
 
     def _after_fork(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -52,3 +53,65 @@ def test_every_hook_is_relayed_in_order(extra: int) -> None:
         ("end", "GET /"),
     ]
     assert len(exporter.get_finished_spans()) == 2 * extra
+
+
+class Flushing(SpanProcessor):
+    """Records the flush timeout it was given; takes ``takes`` seconds and returns ``result``."""
+
+    def __init__(self, takes: float = 0.0, result: bool = True) -> None:
+        self.takes = takes
+        self.result = result
+        self.given: list[int] = []
+        self.shut = False
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        self.given.append(timeout_millis)
+        time.sleep(self.takes)
+        return self.result
+
+    def shutdown(self) -> None:
+        self.shut = True
+
+
+def test_force_flush_shares_one_timeout_among_downstreams() -> None:
+    """The second processor gets what the first left of the timeout, not the whole of it."""
+    slow, after = Flushing(takes=0.05), Flushing()
+    assert StallSpanProcessor(slow, after).force_flush(10_000) is True
+    (first,), (second,) = slow.given, after.given
+    assert 0 < first <= 10_000
+    assert second <= first - 50
+
+
+@pytest.mark.parametrize(
+    ("timeout", "results", "expected", "flushed"),
+    [
+        (10_000, (True, False, True), False, 3),
+        (10_000, (True, True, True), True, 3),
+        (0, (True, True, True), False, 0),
+    ],
+    ids=["one fails, the rest still flush", "all flush", "no time at all"],
+)
+def test_force_flush_result(
+    timeout: int, results: tuple[bool, ...], expected: bool, flushed: int
+) -> None:
+    """True only if every downstream flushed; a spent timeout skips the rest."""
+    downstream = [Flushing(result=r) for r in results]
+    assert StallSpanProcessor(*downstream).force_flush(timeout) is expected
+    assert sum(len(d.given) for d in downstream) == flushed
+
+
+class FailingShutdown(Flushing):
+    """A processor whose shutdown raises."""
+
+    def shutdown(self) -> None:
+        raise RuntimeError("exporter gone")
+
+
+def test_shutdown_reaches_every_downstream_even_if_one_raises() -> None:
+    """One failing shutdown does not leave the others running; its error still surfaces."""
+    before, after = Flushing(), Flushing()
+    processor = StallSpanProcessor(before, FailingShutdown(), after)
+    with pytest.raises(RuntimeError, match="exporter gone"):
+        processor.shutdown()
+    assert before.shut
+    assert after.shut
