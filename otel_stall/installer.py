@@ -44,11 +44,22 @@ def otlp_exporter_from_env(environ: Mapping[str, str] | None = None) -> SpanExpo
 
     An endpoint variable, or ``OTEL_TRACES_EXPORTER=otlp``, selects OTLP; the
     protocol variables choose ``grpc`` (the default) or ``http/protobuf``.
+    ``OTEL_TRACES_EXPORTER=none`` means no exporter, endpoint or not, as the
+    specification says: an endpoint set for metrics or logs must not start
+    exporting traces. Other exporters by name are not built here.
     """
     env = os.environ if environ is None else environ
     endpoint = env.get(_TRACES_ENDPOINT) or env.get(_ENDPOINT)
-    wanted = "otlp" in {p.strip() for p in env.get(_TRACES_EXPORTER, "").lower().split(",")}
-    if not endpoint and not wanted:
+    named = {p.strip() for p in env.get(_TRACES_EXPORTER, "").lower().split(",")} - {""}
+    if "none" in named:
+        return None
+    if named and "otlp" not in named:
+        raise ConfigError(
+            f"{_TRACES_EXPORTER}={env[_TRACES_EXPORTER]!r}: otel_stall.install() builds only "
+            "the OTLP exporter from the environment; set it to 'otlp' or 'none', or pass "
+            "exporter=... (ConsoleSpanExporter(), say) or downstream=... explicitly"
+        )
+    if not endpoint and not named:
         return None
     protocol = (env.get(_TRACES_PROTOCOL) or env.get(_PROTOCOL) or "grpc").strip().lower()
     if protocol == "grpc":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -84,6 +85,29 @@ def test_unknown_setting_is_refused() -> None:
     """A misspelt keyword raises ConfigError naming the valid settings."""
     with pytest.raises(ConfigError, match="redact"):
         install(TracerProvider(), environ={}, redcat=True)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"},
+        {"OTEL_TRACES_EXPORTER": " None ", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://h:1"},
+        {"OTEL_TRACES_EXPORTER": "otlp,none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:1"},
+    ],
+    ids=["none with an endpoint", "none, spaced and capitalised", "none beside otlp"],
+)
+def test_traces_exporter_none_means_no_exporter(env: dict[str, str]) -> None:
+    """OTEL_TRACES_EXPORTER=none wins over an endpoint set for other signals."""
+    assert otlp_exporter_from_env(env) is None
+    assert install(TracerProvider(), environ=env).downstream == ()
+
+
+@pytest.mark.parametrize("name", ["console", "zipkin,jaeger"])
+def test_other_traces_exporters_are_refused(name: str) -> None:
+    """A non-OTLP OTEL_TRACES_EXPORTER is refused with the fix, not silently ignored."""
+    env = {"OTEL_TRACES_EXPORTER": name, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}
+    with pytest.raises(ConfigError, match=re.escape("exporter=...")):
+        install(TracerProvider(), environ=env)
 
 
 def test_bad_protocol_is_refused() -> None:
