@@ -153,9 +153,12 @@ class StallSpanProcessor(SpanProcessor):
         self._single = self._downstream[0] if len(self._downstream) == 1 else None
         """The one downstream processor, when there is one: the common case skips a loop."""
         self._starting = tuple(p for p in self._downstream if not _is_noop(type(p).on_start))
-        self._ending = tuple(p for p in self._downstream if not _is_noop(type(p)._on_ending))
+        self._ending = tuple(
+            p for p in self._downstream if not _is_noop(getattr(type(p), "_on_ending", None))
+        )
         """Downstream hooks that do something. The SDK's batch and simple processors
-        implement both as ``pass``: relaying those costs as much as the role check."""
+        implement both as ``pass``: relaying those costs as much as the role check.
+        SDKs before 1.31 have no ``_on_ending`` hook at all (nor call ours)."""
         self._metrics = StallMetrics(meter_provider)
         self._enabled = settings.enabled
         self._redact = settings.redact
@@ -720,12 +723,14 @@ class _EveryKey(frozenset[str]):
         return False
 
 
-def _is_noop(hook: Callable[..., Any]) -> bool:
-    """Whether a processor hook's body is empty (``pass`` or a docstring only).
+def _is_noop(hook: Callable[..., Any] | None) -> bool:
+    """Whether a processor hook is missing or its body is empty (``pass`` or a docstring only).
 
     Compared by instructions, which this interpreter compiled for both functions,
     so a processor that does anything in the hook, whatever its class, is relayed.
     """
+    if hook is None:
+        return True
     code = getattr(hook, "__code__", None)
     return code is not None and _steps(code) == _EMPTY_STEPS
 

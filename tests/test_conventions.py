@@ -9,7 +9,17 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
-from stall_pipeline import CUSTOM, STYLE_IDS, STYLES, Agent, Call, Style, make_pipeline, stall
+from stall_pipeline import (
+    CUSTOM,
+    STYLE_PARAMS,
+    STYLES,
+    Agent,
+    Call,
+    Style,
+    make_pipeline,
+    needs_map_attributes,
+    stall,
+)
 
 from otel_stall.conventions import ROLE_KEYS, Conventions, Role
 from otel_stall.processor import span_record
@@ -30,7 +40,7 @@ def _span(attributes: dict[str, Any], *, error: bool = False, name: str = "span"
     return done
 
 
-@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("style", STYLE_PARAMS)
 def test_roles_of_each_convention(style: Style) -> None:
     """Agent, model and tool spans of each convention are classified as such."""
     conv = style.conventions
@@ -40,7 +50,7 @@ def test_roles_of_each_convention(style: Style) -> None:
     assert conv.role(_span({"http.method": "GET"}).attributes) is Role.OTHER
 
 
-@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("style", STYLE_PARAMS)
 def test_tool_call_payloads(style: Style) -> None:
     """The tool name, arguments and result come from the convention's own attributes."""
     name, attrs = style.tool("search", {"q": "x"}, {"hits": [1]})
@@ -60,6 +70,7 @@ def test_tool_name_falls_back_to_span_name() -> None:
     assert call.result is ABSENT
 
 
+@needs_map_attributes
 def test_structured_arguments_stay_structured() -> None:
     """A map/list attribute value reaches the detector as a map/list, not text."""
     span = _span(
@@ -183,7 +194,7 @@ def test_custom_mapping_reads_its_own_keys() -> None:
     assert Conventions().role(_span(attrs).attributes) is Role.OTHER
 
 
-@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("style", STYLE_PARAMS)
 def test_role_keys_cover_every_convention(style: Style) -> None:
     """The processor's one-set-test prefilter never hides a span role() would classify."""
     keys = ROLE_KEYS | {c.role_key for c in style.conventions.custom}

@@ -7,7 +7,17 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from stall_pipeline import STYLE_IDS, STYLES, Agent, Call, Style, events, make_pipeline, stall
+from stall_pipeline import (
+    STYLE_PARAMS,
+    STYLES,
+    Agent,
+    Call,
+    Style,
+    events,
+    make_pipeline,
+    needs_map_attributes,
+    stall,
+)
 
 from otel_stall.attributes import StallAttributes as S
 from otel_stall.conventions import Conventions, Role, SpanRecord
@@ -35,7 +45,7 @@ def _tool_spans(style: Style, spans: list[ReadableSpan]) -> list[ReadableSpan]:
     return [s for s in spans if s.name == name]
 
 
-@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("style", STYLE_PARAMS)
 def test_loop_enriches_tool_spans(style: Style) -> None:
     """Five identical rounds: each tool span carries the ledger row as stall.* attributes."""
     pipe = make_pipeline(conventions=style.conventions)
@@ -74,7 +84,7 @@ def test_loop_enriches_tool_spans(style: Style) -> None:
     assert first[S.NEW_FACT] is True
 
 
-@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("style", STYLE_PARAMS)
 def test_loop_marks_the_run_span(style: Style) -> None:
     """The agent span gets verdict, detected, score, counts and one event per finding."""
     pipe = make_pipeline(conventions=style.conventions)
@@ -105,7 +115,7 @@ def test_loop_marks_the_run_span(style: Style) -> None:
     assert [f.kind.value for f in pipe.findings] == [k for k, _, _ in LOOP_EVENTS]
 
 
-@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("style", STYLE_PARAMS)
 def test_progress_run_is_ok(style: Style) -> None:
     """Different queries with different results: all continue, verdict ok, detected False."""
     pipe = make_pipeline(conventions=style.conventions)
@@ -125,7 +135,7 @@ def test_progress_run_is_ok(style: Style) -> None:
     assert events(pipe.one(style.agent("researcher")[0])) == []
 
 
-@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("style", STYLE_PARAMS)
 def test_metrics_count_calls_findings_and_runs(style: Style) -> None:
     """Counters stall.tool_calls, stall.findings and stall.runs with their attributes."""
     pipe = make_pipeline(conventions=style.conventions)
@@ -155,6 +165,7 @@ def test_metrics_count_calls_findings_and_runs(style: Style) -> None:
     assert pipe.metric_total("stall.runs") == 1
 
 
+@needs_map_attributes
 def test_structured_and_json_arguments_sign_alike() -> None:
     """GenAI arguments as a JSON string or a structured map (any key order) hash the same."""
     by_style: dict[str, set[object]] = {}

@@ -6,7 +6,7 @@ import gc
 import types
 
 import pytest
-from stall_pipeline import STYLE_IDS, STYLES, Agent, Call, Style, make_pipeline, stall
+from stall_pipeline import STYLE_PARAMS, STYLES, Agent, Call, Style, make_pipeline, stall
 
 from otel_stall.attributes import StallAttributes as S
 from otel_stall.conventions import CONTENT_KEYS
@@ -14,7 +14,7 @@ from otel_stall.conventions import CONTENT_KEYS
 SECRET = Call("lookup", {"ssn": "123-45-6789"}, {"balance": 1234})
 
 
-@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("style", STYLE_PARAMS)
 def test_redact_strips_payloads_and_keeps_digests(style: Style) -> None:
     """redact=True: no raw payload attribute leaves; the stall.* digests match unredacted ones."""
     digests = []
