@@ -196,10 +196,7 @@ class StallSpanProcessor(SpanProcessor):
         self._errors = 0
         self._error_kinds: set[str] = set()
         self._guard: StallGuard | None = None
-        if hasattr(os, "register_at_fork"):  # not on Windows
-            # Weak, as the SDK's batch processor does: the registration outlives us.
-            reinit = weakref.WeakMethod(self._after_fork)
-            os.register_at_fork(after_in_child=lambda: _call_alive(reinit))
+        _LIVE.add(self)  # reset in a forked child: see _after_fork_in_child
         # 28 attributes. At 30, CPython 3.11 stops sharing instance dict keys: each
         # instance dict grows fivefold and hot-path reads slow down. Keep new state elsewhere.
 
@@ -688,11 +685,21 @@ class StallSpanProcessor(SpanProcessor):
         return None
 
 
-def _call_alive(method: weakref.WeakMethod[Callable[[], None]]) -> None:
-    """Call a weakly held method if its object still exists."""
-    bound = method()
-    if bound is not None:
-        bound()
+_LIVE: Final[weakref.WeakSet[StallSpanProcessor]] = weakref.WeakSet()
+"""Every processor not yet garbage: one at-fork hook resets them all in a child.
+
+One hook for the module rather than one per processor, because a hook can never
+be unregistered: a process that builds many processors would keep a dead one
+for each of them."""
+
+
+def _after_fork_in_child() -> None:
+    for processor in list(_LIVE):
+        processor._after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _empty_hook(self: object, span: object, parent_context: object = None) -> None:
