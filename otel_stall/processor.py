@@ -158,7 +158,7 @@ class StallSpanProcessor(SpanProcessor):
         )
         """Downstream hooks that do something. The SDK's batch and simple processors
         implement both as ``pass``: relaying those costs as much as the role check.
-        SDKs before 1.31 have no ``_on_ending`` hook at all (nor call ours)."""
+        SDKs before 1.40 have no ``_on_ending`` hook at all (nor call ours)."""
         self._metrics = StallMetrics(meter_provider)
         self._enabled = settings.enabled
         self._redact = settings.redact
@@ -694,6 +694,7 @@ for each of them."""
 
 
 def _after_fork_in_child() -> None:
+    """The at-fork hook: every live processor starts the child clean."""
     for processor in list(_LIVE):
         processor._after_fork()
 
