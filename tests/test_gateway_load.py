@@ -92,6 +92,9 @@ def test_upstream_outage_loses_nothing_within_the_queue_bound(sink: OtlpSink) ->
         assert endpoint is not None
         assert export(endpoint, before) == len(before)
         assert wait_until(lambda: sink.count == len(before))
+        # The sink counts on receipt, the gateway once the reply is back: stopping the
+        # sink in between would fail a delivery that did arrive, and it would be sent again.
+        assert wait_until(lambda: gateway.pipeline.forwarded == len(before))
         sink.stop()
         assert export(endpoint, during) == len(during)
         assert wait_until(lambda: gateway.pipeline.upstream.queued_spans == len(during))
