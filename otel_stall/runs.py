@@ -315,10 +315,7 @@ class RunTable:
         """Forget everything; the runs that were registered, marked evicted, to finish."""
         with self.lock:
             runs = list(self.runs.values())
-            self.runs.clear()
-            self.spans.clear()
-            self.roots.clear()
-            self.ended.clear()
+            self._empty()
             for run in runs:
                 run.evicted = True
         return runs
@@ -334,11 +331,15 @@ class RunTable:
         The dicts are cleared, not replaced (the processor has them bound).
         """
         self.lock = threading.Lock()
+        self._empty()
+        self.finished = self.evicted = self.forgotten = 0
+
+    def _empty(self) -> None:
+        """Clear every table in place (the processor has them bound), under the lock or alone."""
         self.runs.clear()
         self.spans.clear()
         self.roots.clear()
         self.ended.clear()
-        self.finished = self.evicted = self.forgotten = 0
 
     def _trace_run(self, trace_id: int) -> Run | None:
         """Under the lock: the trace's run, created on first use; ``None`` if it ended."""
