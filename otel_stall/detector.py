@@ -381,20 +381,28 @@ class RunDetector:
         self._executions = {k: v for k, v in self._executions.items() if k in executed}
 
     def check_call(
-        self, tool: str, arguments: Any, *, exempt: bool = False, approval: bool = False
+        self,
+        tool: str,
+        arguments: Any,
+        *,
+        exempt: bool = False,
+        approval: bool = False,
+        digests: Digests | None = None,
     ) -> Finding | None:
         """The live gate: a refusal if running ``tool(arguments)`` now would be a duplicate.
 
         Does not change any state; the call is recorded when its span ends
         (with status ``refused`` if the caller followed the refusal, which then
-        records the same finding).
+        records the same finding). ``digests`` may be signed beforehand, outside
+        any lock, with the result :data:`~otel_stall.records.ABSENT`.
         """
         policy = self.policy
         if exempt or approval or policy.duplicate_mode is DuplicateMode.OFF:
             return None
         if policy.is_exempt(tool) or policy.needs_approval(tool):
             return None
-        digests = policy.signer.sign(tool, arguments, ABSENT, Status.OK)
+        if digests is None:
+            digests = policy.signer.sign(tool, arguments, ABSENT, Status.OK)
         if not digests.arguments.known:
             return None
         seq = self._calls + 1

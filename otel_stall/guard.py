@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry import trace
 
-from otel_stall.records import ACTION_SEVERITY, Action, Finding, RunReport, Verdict
+from otel_stall.policy import DuplicateMode, StallPolicy
+from otel_stall.records import ABSENT, ACTION_SEVERITY, Action, Finding, RunReport, Status, Verdict
+from otel_stall.signature import Digests
 
 if TYPE_CHECKING:
     from otel_stall.processor import StallSpanProcessor
@@ -61,6 +63,13 @@ class StallDetected(RuntimeError):
         super().__init__(message)
 
 
+def _sign(policy: StallPolicy, tool: str, args: Any) -> Digests | None:
+    """The call's digests as the detector signs a call that has no result yet."""
+    if policy.duplicate_mode is DuplicateMode.OFF:
+        return None  # check_call refuses nothing then: do not sign for nothing
+    return policy.signer.sign(tool, args, ABSENT, Status.OK)
+
+
 def _worst(report: RunReport) -> Finding | None:
     """The most severe finding, the latest one among equals."""
     best: Finding | None = None
@@ -93,15 +102,18 @@ class StallGuard:
         """
         try:
             run = self._run()
-            if run is None:
+            detector = None if run is None else run.detector  # set once, never replaced
+            if run is None or detector is None:  # no call recorded yet: nothing to repeat
                 return None
-            # check_call signs the arguments and reads several fields that must be
-            # consistent with each other, so it runs under the run's lock.
+            # Signed before the lock is taken: signing reads the caller's objects (a
+            # Mapping's items(), say), which is the caller's code, and that must never
+            # run under a lock that every span of the run needs. check_call then reads
+            # several fields that must agree with each other, under the lock.
+            digests = None if exempt else _sign(detector.policy, tool, args)
             with run.lock:
-                detector = run.detector
-                if detector is None or run.closed:
+                if run.closed:
                     return None
-                finding = detector.check_call(tool, args, exempt=exempt)
+                finding = detector.check_call(tool, args, exempt=exempt, digests=digests)
         except Exception as exc:
             failure = self._processor._error("guard.before_call", exc)
             if failure is not None:

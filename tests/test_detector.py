@@ -409,13 +409,13 @@ def test_check_call_run_mode_is_a_pure_gate() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"exempt": True}, {"approval": True}], ids=["exempt", "approval"]
+    ("exempt", "approval"), [(True, False), (False, True)], ids=["exempt", "approval"]
 )
-def test_check_call_skips_declared_tools(kwargs: dict[str, bool]) -> None:
+def test_check_call_skips_declared_tools(exempt: bool, approval: bool) -> None:
     """The gate never refuses a tool that declares itself exempt or approval-gated."""
     detector = RunDetector()
     detector.tool_call(call())
-    assert detector.check_call("search", {"q": "x"}, **kwargs) is None
+    assert detector.check_call("search", {"q": "x"}, exempt=exempt, approval=approval) is None
 
 
 def test_check_call_consecutive_mode() -> None:

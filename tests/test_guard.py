@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
 import pytest
 from opentelemetry import trace
 from stall_pipeline import STYLES, Agent, Call, make_pipeline
@@ -129,3 +133,43 @@ def test_guard_for_trace_run() -> None:
         agent.round(SEARCH)
         assert pipe.processor.guard.before_call("search", ARGS) is not None
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+class InstrumentedArgs(Mapping[str, Any]):
+    """Arguments whose own code makes a tool span when read, as instrumented user code may."""
+
+    def __init__(self, data: dict[str, Any], when_read: Callable[[], None]) -> None:
+        self._data = data
+        self._when_read = when_read
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        self._when_read()
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def test_before_call_runs_the_callers_code_outside_the_run_lock() -> None:
+    """Reading the caller's arguments may end a span of the same run: no deadlock, no lost span."""
+    pipe = make_pipeline()
+    agent = Agent(pipe.tracer, GENAI)
+    other = Call("lookup", {"id": 1}, {"ok": True})
+    outcome: list[Refusal | None] = []
+
+    def run() -> None:
+        with agent.run():
+            agent.round(SEARCH)
+            args = InstrumentedArgs(dict(ARGS), lambda: agent.tool(other))
+            outcome.append(pipe.processor.guard.before_call("search", args))
+
+    # On a thread of its own, so a deadlock fails the test instead of hanging it.
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(timeout=60)
+    assert not runner.is_alive(), "before_call deadlocked on the run's lock"
+    assert isinstance(outcome[0], Refusal)
+    assert [(s.attributes or {}).get("stall.seq") for s in pipe.named("execute_tool lookup")] == [2]
