@@ -149,16 +149,15 @@ class StallSpanProcessor(SpanProcessor):
         self.policy: Final = policy or StallPolicy.from_env()
         self.conventions: Final = conventions or Conventions.from_env()
         self.on_finding = on_finding
-        self._downstream = tuple(downstream)
-        self._single = self._downstream[0] if len(self._downstream) == 1 else None
+        self._downstream: tuple[SpanProcessor, ...] = ()
+        self._single: SpanProcessor | None = None
         """The one downstream processor, when there is one: the common case skips a loop."""
-        self._starting = tuple(p for p in self._downstream if not _is_noop(type(p).on_start))
-        self._ending = tuple(
-            p for p in self._downstream if not _is_noop(getattr(type(p), "_on_ending", None))
-        )
+        self._starting: tuple[SpanProcessor, ...] = ()
+        self._ending: tuple[SpanProcessor, ...] = ()
         """Downstream hooks that do something. The SDK's batch and simple processors
         implement both as ``pass``: relaying those costs as much as the role check.
         SDKs before 1.40 have no ``_on_ending`` hook at all (nor call ours)."""
+        self._wrap(tuple(downstream))
         self._metrics = StallMetrics(meter_provider)
         self._enabled = settings.enabled
         self._redact = settings.redact
@@ -206,6 +205,28 @@ class StallSpanProcessor(SpanProcessor):
     def downstream(self) -> tuple[SpanProcessor, ...]:
         """The wrapped processors, in call order."""
         return self._downstream
+
+    def add_span_processor(self, processor: SpanProcessor) -> None:
+        """Wrap one more processor, after the others: it gets the spans that end from now on.
+
+        For pipelines built in steps, such as one batch processor per exporter
+        named in ``OTEL_TRACES_EXPORTER``: all of them share this processor's
+        detection, so findings are counted and added to run spans once. As with
+        the SDK's own ``add_span_processor``, a span that ends while this runs
+        may reach only the processors that were there before.
+        """
+        with _WRAPPING:
+            self._single = None  # first: a span ending meanwhile takes the loop, never nothing
+            self._wrap((*self._downstream, processor))
+
+    def _wrap(self, downstream: tuple[SpanProcessor, ...]) -> None:
+        """Set the wrapped processors, and the hooks of theirs worth relaying."""
+        self._starting = tuple(p for p in downstream if not _is_noop(type(p).on_start))
+        self._ending = tuple(
+            p for p in downstream if not _is_noop(getattr(type(p), "_on_ending", None))
+        )
+        self._downstream = downstream
+        self._single = downstream[0] if len(downstream) == 1 else None
 
     @property
     def guard(self) -> StallGuard:
@@ -684,6 +705,9 @@ class StallSpanProcessor(SpanProcessor):
             return exc
         return None
 
+
+_WRAPPING: Final = threading.Lock()
+"""Serialises :meth:`StallSpanProcessor.add_span_processor` (rare: a module lock will do)."""
 
 _LIVE: Final[weakref.WeakSet[StallSpanProcessor]] = weakref.WeakSet()
 """Every processor not yet garbage: one at-fork hook resets them all in a child.

@@ -116,3 +116,18 @@ def test_shutdown_reaches_every_downstream_even_if_one_raises() -> None:
         processor.shutdown()
     assert before.shut
     assert after.shut
+
+
+@pytest.mark.parametrize("first", [0, 1], ids=["no downstream yet", "after one"])
+def test_an_added_processor_gets_every_hook_from_then_on(first: int) -> None:
+    """add_span_processor: an added processor is relayed like one given at construction."""
+    exporter = InMemorySpanExporter()
+    processor = StallSpanProcessor(*[SimpleSpanProcessor(exporter)] * first)
+    _trace(processor)
+    direct, added = Recording(), Recording()
+    _trace(direct)
+    processor.add_span_processor(added)
+    _trace(processor)
+    assert added.calls == direct.calls
+    assert processor.downstream[first] is added
+    assert len(exporter.get_finished_spans()) == 4 * first  # the first one still gets all
