@@ -1,0 +1,96 @@
+"""Auto-instrumentation: ``opentelemetry-instrument`` with otel-stall wrapping the exporters.
+
+Under ``opentelemetry-instrument`` the SDK builds the tracer provider itself,
+with one ``BatchSpanProcessor`` per exporter in ``OTEL_TRACES_EXPORTER``, and
+offers no public way to take those processors over afterwards: adding otel-stall
+with :func:`otel_stall.install` would export every span twice. What the SDK
+offers instead is the configurator entry point, which distros use to adjust
+its set-up. otel-stall registers one named ``otel_stall``::
+
+    OTEL_PYTHON_CONFIGURATOR=otel_stall opentelemetry-instrument python app.py
+
+It runs the SDK's own set-up with one change: the exporters' batch processors
+are wrapped by a single :class:`~otel_stall.processor.StallSpanProcessor`,
+configured from ``OTEL_STALL_*``, so every span is exported once, enriched.
+
+It takes effect only when chosen by name. Installed beside another configurator
+(``opentelemetry-distro``'s) with ``OTEL_PYTHON_CONFIGURATOR`` unset, either may
+be the one that runs; this one then does exactly what the SDK's default does,
+so installing otel-stall changes nobody's telemetry unasked.
+
+The SDK's hook for the exporters' processor arrived in opentelemetry-sdk 1.40.
+On an older SDK the set-up goes on without otel-stall (failing open) and an
+error says how to fix it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from typing import Any, Final
+
+from opentelemetry.sdk._configuration import _initialize_components, _OTelSDKConfigurator
+from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from otel_stall.processor import StallSpanProcessor
+
+logger = logging.getLogger("otel_stall")
+
+NAME: Final = "otel_stall"
+"""The entry point's name: the value of ``OTEL_PYTHON_CONFIGURATOR`` that selects it."""
+
+_SELECT: Final = "OTEL_PYTHON_CONFIGURATOR"
+_HOOK: Final = "export_span_processor"
+SDK_HAS_HOOK: Final = _HOOK in inspect.signature(_initialize_components).parameters
+"""Whether this SDK lets a configurator choose the exporters' processor (1.40 and later)."""
+
+
+class StallConfigurator(_OTelSDKConfigurator):
+    """The SDK's default configurator, with each exporter's processor wrapped by otel-stall.
+
+    Subclassing the SDK's configurator is how the SDK asks distros to adjust its
+    set-up; everything but the exporters' processor stays the SDK's.
+    """
+
+    def _configure(self, **kwargs: Any) -> None:
+        if os.environ.get(_SELECT, "").strip() == NAME and _HOOK not in kwargs:
+            if SDK_HAS_HOOK:
+                kwargs[_HOOK] = ExporterWrapper()
+            else:
+                logger.error(
+                    "otel-stall: %s=%s needs opentelemetry-sdk 1.40 or later, which lets a "
+                    "configurator choose the exporters' processor; spans are exported without "
+                    "otel-stall. Upgrade opentelemetry-sdk, or run without auto-instrumentation "
+                    "and call otel_stall.install().",
+                    _SELECT,
+                    NAME,
+                )
+        super()._configure(**kwargs)  # type: ignore[no-untyped-call]  # the SDK leaves it untyped
+
+
+class ExporterWrapper:
+    """The SDK's ``export_span_processor`` hook: one StallSpanProcessor for all exporters.
+
+    The SDK calls it once per exporter and registers what it returns. The first
+    exporter's batch processor is wrapped by a new :class:`StallSpanProcessor`;
+    later ones join that same processor, so detection runs once per span
+    whatever the number of exporters, and the SDK registers a no-op for them.
+    """
+
+    def __init__(self) -> None:
+        self.processor: StallSpanProcessor | None = None
+        """The one StallSpanProcessor, once the SDK has asked for the first exporter's."""
+
+    def __call__(self, exporter: SpanExporter) -> SpanProcessor:
+        """The processor the SDK registers for ``exporter``."""
+        batch = BatchSpanProcessor(exporter)
+        if self.processor is None:
+            self.processor = StallSpanProcessor(batch)
+            return self.processor
+        self.processor.add_span_processor(batch)
+        return SpanProcessor()  # the base class does nothing: the batch is wrapped already
+
+
+__all__ = ["NAME", "SDK_HAS_HOOK", "ExporterWrapper", "StallConfigurator"]
