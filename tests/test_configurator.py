@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import SpanProcessor
@@ -38,14 +40,14 @@ APP = textwrap.dedent(
 
 
 def instrumented_run(
-    receiver: GrpcReceiver, exporters: str, *, select: bool
+    receiver: GrpcReceiver, exporters: str, *, select: bool, metrics: str = "none"
 ) -> subprocess.CompletedProcess[str]:
     """Run APP under ``opentelemetry-instrument``, exporting over OTLP/gRPC to ``receiver``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTEST_"))}
     env |= {
         "OTEL_TRACES_EXPORTER": exporters,
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
-        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_METRICS_EXPORTER": metrics,
         "OTEL_LOGS_EXPORTER": "none",
         "OTEL_STALL_RAISE_ERRORS": "true",
     }
@@ -94,6 +96,40 @@ def test_selected_it_wraps_the_exporters_and_each_span_leaves_once(exporters: st
     assert len(findings) == len(set(findings))  # not once per exporter
     if "console" in exporters:  # the second exporter saw the enriched run span too
         assert done.stdout.count('"stall.verdict": "break"') == 1
+
+
+@pytest.mark.skipif(not SDK_HAS_HOOK, reason="the configurator hook needs opentelemetry-sdk 1.40")
+def test_selected_its_metrics_reach_the_sdks_meter_provider() -> None:
+    """The processor is built before the SDK sets the meter provider; its counters still export."""
+    with GrpcReceiver() as receiver:
+        done = instrumented_run(receiver, "otlp", select=True, metrics="console")
+        spans = arrived_once(receiver)
+    (agent,) = (s for s in spans if s.name.startswith("invoke_agent"))
+    totals = counter_totals(done.stdout)
+    assert totals["stall.tool_calls"] == ROUNDS
+    assert totals["stall.runs"] == 1
+    assert totals["stall.findings"] == len(agent.events) > 0  # one count per finding event
+
+
+def counter_totals(stdout: str) -> dict[str, float]:
+    """Each counter's total over its points, from the console metric exporter's last export.
+
+    Counters are cumulative, so the last export holds the whole run.
+    """
+    decoder = json.JSONDecoder()
+    text, at = stdout.strip(), 0
+    document: dict[str, Any] = {}
+    while at < len(text):
+        document, at = decoder.raw_decode(text, at)
+        while at < len(text) and text[at].isspace():
+            at += 1
+    totals: dict[str, float] = {}
+    for resource in document["resource_metrics"]:
+        for scope in resource["scope_metrics"]:
+            for metric in scope["metrics"]:
+                for point in metric["data"]["data_points"]:
+                    totals[metric["name"]] = totals.get(metric["name"], 0) + point["value"]
+    return totals
 
 
 @pytest.mark.skipif(SDK_HAS_HOOK, reason="this SDK has the configurator hook")
