@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -131,3 +132,31 @@ def test_an_added_processor_gets_every_hook_from_then_on(first: int) -> None:
     assert added.calls == direct.calls
     assert processor.downstream[first] is added
     assert len(exporter.get_finished_spans()) == 4 * first  # the first one still gets all
+
+
+def test_adding_processors_while_spans_end_loses_none_for_those_already_there() -> None:
+    """Spans ending on other threads during add_span_processor all reach the first processor."""
+    exporter = InMemorySpanExporter()
+    processor = StallSpanProcessor(SimpleSpanProcessor(exporter))
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    added = [Recording() for _ in range(20)]
+    started = threading.Barrier(5)
+
+    def spans() -> None:
+        started.wait()
+        for _ in range(300):
+            with tracer.start_as_current_span("GET /"):
+                pass
+
+    threads = [threading.Thread(target=spans) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    started.wait()
+    for recording in added:
+        processor.add_span_processor(recording)
+    for thread in threads:
+        thread.join()
+    assert len(exporter.get_finished_spans()) == 4 * 300
+    assert processor.downstream[1:] == tuple(added)
