@@ -30,6 +30,7 @@ from otel_stall.records import (
     Verdict,
 )
 from otel_stall.replay import Replayer, ReplayResult, replay
+from otel_stall.sampling import RecordAllSampler
 from otel_stall.settings import ProcessorSettings
 from otel_stall.signature import Content, Digests, Normaliser, Signer
 from otel_stall.trace import TraceAnalyzer, TraceResult, analyse_spans
@@ -57,6 +58,7 @@ __all__ = [
     "OtlpJsonLinesSpanExporter",
     "ProcessorSettings",
     "ProcessorStats",
+    "RecordAllSampler",
     "Refusal",
     "ReplayResult",
     "Replayer",

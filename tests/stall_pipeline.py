@@ -18,6 +18,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from otel_stall.conventions import Conventions, CustomConvention
@@ -71,8 +72,8 @@ class Pipeline:
         return sum(v for (n, _), v in self.metrics().items() if n == name)
 
 
-def make_pipeline(**kwargs: Any) -> Pipeline:
-    """A fresh pipeline; keyword arguments go to :class:`StallSpanProcessor`."""
+def make_pipeline(*, sampler: Sampler | None = None, **kwargs: Any) -> Pipeline:
+    """A fresh pipeline; ``sampler`` is the provider's, the rest go to the processor."""
     exporter = InMemorySpanExporter()
     reader = InMemoryMetricReader()
     findings: list[Finding] = []
@@ -80,7 +81,7 @@ def make_pipeline(**kwargs: Any) -> Pipeline:
     processor = StallSpanProcessor(
         SimpleSpanProcessor(exporter), meter_provider=MeterProvider([reader]), **kwargs
     )
-    provider = TracerProvider()
+    provider = TracerProvider(sampler=sampler)
     provider.add_span_processor(processor)
     return Pipeline(
         provider, exporter, processor, reader, provider.get_tracer("agent-test"), findings

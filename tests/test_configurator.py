@@ -40,9 +40,17 @@ APP = textwrap.dedent(
 
 
 def instrumented_run(
-    receiver: GrpcReceiver, exporters: str, *, select: bool, metrics: str = "none"
+    receiver: GrpcReceiver,
+    exporters: str,
+    *,
+    select: bool,
+    metrics: str = "none",
+    sampler: tuple[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run APP under ``opentelemetry-instrument``, exporting over OTLP/gRPC to ``receiver``."""
+    """Run APP under ``opentelemetry-instrument``, exporting over OTLP/gRPC to ``receiver``.
+
+    ``sampler`` is ``OTEL_TRACES_SAMPLER`` and its argument.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTEST_"))}
     env |= {
         "OTEL_TRACES_EXPORTER": exporters,
@@ -53,6 +61,8 @@ def instrumented_run(
     }
     if select:
         env["OTEL_PYTHON_CONFIGURATOR"] = NAME
+    if sampler is not None:
+        env["OTEL_TRACES_SAMPLER"], env["OTEL_TRACES_SAMPLER_ARG"] = sampler
     instrument = Path(sys.executable).with_name("opentelemetry-instrument")
     done = subprocess.run(
         [str(instrument), sys.executable, "-c", APP],
@@ -109,6 +119,19 @@ def test_selected_its_metrics_reach_the_sdks_meter_provider() -> None:
     assert totals["stall.tool_calls"] == ROUNDS
     assert totals["stall.runs"] == 1
     assert totals["stall.findings"] == len(agent.events) > 0  # one count per finding event
+
+
+@pytest.mark.skipif(not SDK_HAS_HOOK, reason="the configurator hook needs opentelemetry-sdk 1.40")
+def test_with_the_recording_sampler_a_run_nobody_exports_is_still_detected() -> None:
+    """OTEL_TRACES_SAMPLER=otel_stall_parentbased_traceidratio at 0: nothing leaves, all is seen."""
+    sampler = ("otel_stall_parentbased_traceidratio", "0")
+    with GrpcReceiver() as receiver:
+        done = instrumented_run(receiver, "otlp", select=True, metrics="console", sampler=sampler)
+        assert receiver.spans() == []
+    totals = counter_totals(done.stdout)
+    assert totals["stall.tool_calls"] == ROUNDS
+    assert totals["stall.runs"] == 1
+    assert totals["stall.findings"] > 0
 
 
 def counter_totals(stdout: str) -> dict[str, float]:

@@ -1,0 +1,101 @@
+"""Head sampling that still lets otel-stall see every run.
+
+A span that a sampler drops is never recorded: no processor sees it, so a
+pipeline that exports one trace in a hundred would catch loops in one run in a
+hundred. The agents that burn a budget are the very runs nobody chose to keep.
+
+:class:`RecordAllSampler` wraps the sampler that decides what is exported and
+turns its "drop" into "record only". Every span is then recorded, so the
+processor detects on every run (findings, metrics, ``on_finding`` and the live
+gate), while the sampled flag, and so what the SDK's batch and simple
+processors export, is still the wrapped sampler's choice. The cost is that of
+recording the spans that would have been dropped. A downstream processor that
+exports without checking the sampled flag would now export them too; the SDK's
+own processors check it.
+
+For auto-instrumentation, the SDK loads samplers by name from the environment:
+``OTEL_TRACES_SAMPLER=otel_stall_parentbased_traceidratio`` with
+``OTEL_TRACES_SAMPLER_ARG=0.01`` is the SDK's ``parentbased_traceidratio``
+wrapped, and ``otel_stall_traceidratio`` the same for ``traceidratio``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace.sampling import (
+    Decision,
+    ParentBasedTraceIdRatio,
+    Sampler,
+    SamplingResult,
+    TraceIdRatioBased,
+)
+from opentelemetry.trace import Link, SpanKind
+from opentelemetry.trace.span import TraceState
+from opentelemetry.util.types import Attributes
+
+
+class RecordAllSampler(Sampler):
+    """Records every span; ``sampler`` still decides which are sampled, and so exported."""
+
+    def __init__(self, sampler: Sampler) -> None:
+        self.sampler = sampler
+        """The sampler whose decision sets the sampled flag."""
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        """The wrapped sampler's result, with "drop" made "record only"."""
+        result = self.sampler.should_sample(
+            parent_context, trace_id, name, kind, attributes, links, trace_state
+        )
+        if result.decision is not Decision.DROP:
+            return result
+        # The SDK gives a recorded span the result's attributes, and samplers leave them
+        # out of a drop: the span's own go back in. The trace state is the wrapped
+        # sampler's, which may carry sampling data that must propagate.
+        return SamplingResult(Decision.RECORD_ONLY, attributes, result.trace_state)
+
+    def get_description(self) -> str:
+        """Names the wrapped sampler, as the SDK's ``ParentBased`` does."""
+        return f"RecordAllSampler{{{self.sampler.get_description()}}}"
+
+
+def _rate(arg: str | float | None) -> float:
+    """``OTEL_TRACES_SAMPLER_ARG`` as a ratio: unset means 1.0, as for the SDK's own samplers."""
+    if arg is None or (isinstance(arg, str) and not arg.strip()):
+        return 1.0
+    try:
+        rate = float(arg)
+    except ValueError:
+        raise ValueError(
+            f"OTEL_TRACES_SAMPLER_ARG={arg!r} is not a number: give the fraction of "
+            "traces to export, from 0 to 1 (0.01 exports one in a hundred)"
+        ) from None
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(
+            f"OTEL_TRACES_SAMPLER_ARG={arg!r} is out of range: give the fraction of "
+            "traces to export, from 0 to 1 (0.01 exports one in a hundred)"
+        )
+    return rate
+
+
+def parent_based_ratio(arg: str | float | None) -> Sampler:
+    """``OTEL_TRACES_SAMPLER=otel_stall_parentbased_traceidratio``: the SDK's, recording all."""
+    return RecordAllSampler(ParentBasedTraceIdRatio(_rate(arg)))
+
+
+def ratio(arg: str | float | None) -> Sampler:
+    """``OTEL_TRACES_SAMPLER=otel_stall_traceidratio``: the SDK's ratio sampler, recording all."""
+    return RecordAllSampler(TraceIdRatioBased(_rate(arg)))
+
+
+__all__ = ["RecordAllSampler", "parent_based_ratio", "ratio"]
