@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-from opentelemetry.context import Context
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
     ALWAYS_ON,
@@ -16,9 +16,7 @@ from opentelemetry.sdk.trace.sampling import (
     SamplingResult,
     TraceIdRatioBased,
 )
-from opentelemetry.trace import Link, SpanKind
 from opentelemetry.trace.span import TraceState
-from opentelemetry.util.types import Attributes
 from stall_pipeline import STYLES, Agent, Call, Pipeline, make_pipeline
 
 from otel_stall.records import Finding
@@ -90,16 +88,7 @@ class DropWithState(Sampler):
 
     STATE = TraceState([("ot", "th:fd70a4")])
 
-    def should_sample(
-        self,
-        parent_context: Context | None,
-        trace_id: int,
-        name: str,
-        kind: SpanKind | None = None,
-        attributes: Attributes = None,
-        links: Sequence[Link] | None = None,
-        trace_state: TraceState | None = None,
-    ) -> SamplingResult:
+    def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
         return SamplingResult(Decision.DROP, None, self.STATE)
 
     def get_description(self) -> str:
