@@ -20,7 +20,8 @@ so installing otel-stall changes nobody's telemetry unasked.
 
 The SDK's hook for the exporters' processor arrived in opentelemetry-sdk 1.40.
 On an older SDK the set-up goes on without otel-stall (failing open) and an
-error says how to fix it.
+error says how to fix it. So it does when ``OTEL_CONFIG_FILE`` is set: the SDK's
+file configuration (1.43 on) ignores what any configurator asks.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import logging
 import os
 from typing import Any, Final
 
+from opentelemetry.sdk import environment_variables
 from opentelemetry.sdk._configuration import _initialize_components, _OTelSDKConfigurator
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
@@ -45,6 +47,10 @@ _SELECT: Final = "OTEL_PYTHON_CONFIGURATOR"
 _HOOK: Final = "export_span_processor"
 SDK_HAS_HOOK: Final = _HOOK in inspect.signature(_initialize_components).parameters
 """Whether this SDK lets a configurator choose the exporters' processor (1.40 and later)."""
+_CONFIG_FILE: Final = "OTEL_CONFIG_FILE"
+SDK_READS_CONFIG_FILE: Final = hasattr(environment_variables, _CONFIG_FILE)
+"""Whether this SDK configures itself from ``OTEL_CONFIG_FILE`` (1.43 and later), which then
+overrides every configurator's changes."""
 
 
 class StallConfigurator(_OTelSDKConfigurator):
@@ -56,7 +62,15 @@ class StallConfigurator(_OTelSDKConfigurator):
 
     def _configure(self, **kwargs: Any) -> None:
         if os.environ.get(_SELECT, "").strip() == NAME and _HOOK not in kwargs:
-            if SDK_HAS_HOOK:
+            if SDK_READS_CONFIG_FILE and os.environ.get(_CONFIG_FILE):
+                logger.error(
+                    "otel-stall: %s is set, and the SDK's file configuration takes no "
+                    "configurator's changes; spans are exported without otel-stall. Unset %s, "
+                    "or add StallSpanProcessor in code.",
+                    _CONFIG_FILE,
+                    _CONFIG_FILE,
+                )
+            elif SDK_HAS_HOOK:
                 kwargs[_HOOK] = ExporterWrapper()
             else:
                 logger.error(
@@ -93,4 +107,4 @@ class ExporterWrapper:
         return SpanProcessor()  # the base class does nothing: the batch is wrapped already
 
 
-__all__ = ["NAME", "SDK_HAS_HOOK", "ExporterWrapper", "StallConfigurator"]
+__all__ = ["NAME", "SDK_HAS_HOOK", "SDK_READS_CONFIG_FILE", "ExporterWrapper", "StallConfigurator"]

@@ -17,7 +17,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_receiver import GrpcReceiver, ReceivedSpan
 
-from otel_stall.configurator import NAME, SDK_HAS_HOOK, ExporterWrapper, StallConfigurator
+from otel_stall.configurator import (
+    NAME,
+    SDK_HAS_HOOK,
+    SDK_READS_CONFIG_FILE,
+    ExporterWrapper,
+    StallConfigurator,
+)
 from otel_stall.processor import StallSpanProcessor
 
 TESTS = Path(__file__).parent
@@ -46,10 +52,12 @@ def instrumented_run(
     select: bool,
     metrics: str = "none",
     sampler: tuple[str, str] | None = None,
+    config_file: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run APP under ``opentelemetry-instrument``, exporting over OTLP/gRPC to ``receiver``.
 
-    ``sampler`` is ``OTEL_TRACES_SAMPLER`` and its argument.
+    ``sampler`` is ``OTEL_TRACES_SAMPLER`` and its argument; ``config_file`` is
+    ``OTEL_CONFIG_FILE``.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTEST_"))}
     env |= {
@@ -63,6 +71,8 @@ def instrumented_run(
         env["OTEL_PYTHON_CONFIGURATOR"] = NAME
     if sampler is not None:
         env["OTEL_TRACES_SAMPLER"], env["OTEL_TRACES_SAMPLER_ARG"] = sampler
+    if config_file is not None:
+        env["OTEL_CONFIG_FILE"] = config_file
     instrument = Path(sys.executable).with_name("opentelemetry-instrument")
     done = subprocess.run(
         [str(instrument), sys.executable, "-c", APP],
@@ -163,6 +173,15 @@ def test_selected_on_an_sdk_without_the_hook_it_exports_plainly_and_says_why() -
         spans = arrived_once(receiver)
     assert not any(k.startswith("stall.") for s in spans for k in s.attributes)
     assert "needs opentelemetry-sdk 1.40" in done.stderr
+
+
+@pytest.mark.skipif(not SDK_READS_CONFIG_FILE, reason="this SDK ignores OTEL_CONFIG_FILE")
+def test_selected_with_a_config_file_it_says_the_sdk_ignores_it() -> None:
+    """The SDK's file configuration takes no configurator's changes: the error says so."""
+    with GrpcReceiver() as receiver:
+        done = instrumented_run(receiver, "otlp", select=True, config_file="/nonexistent.yaml")
+    assert "OTEL_CONFIG_FILE is set" in done.stderr
+    assert "exported without otel-stall" in done.stderr
 
 
 def test_not_selected_it_is_the_sdks_default_set_up() -> None:
