@@ -4,7 +4,8 @@ It builds a :class:`StallSpanProcessor` from the ``OTEL_STALL_*`` environment
 (and any keyword settings), wraps the exporter the standard
 ``OTEL_EXPORTER_OTLP_*`` variables ask for, and adds the result to the given
 SDK ``TracerProvider``, or to the global one, creating and installing an SDK
-provider when the global is still the API's proxy.
+provider when the global is still the API's proxy (with the sampler that
+``OTEL_TRACES_SAMPLER`` names, otel-stall's own included).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from otel_stall.conventions import Conventions
 from otel_stall.policy import StallPolicy
 from otel_stall.processor import StallSpanProcessor
 from otel_stall.records import Finding
+from otel_stall.sampling import sampler_from_env
 from otel_stall.settings import ProcessorSettings
 
 _installed: weakref.WeakKeyDictionary[TracerProvider, StallSpanProcessor] = (
@@ -87,14 +89,17 @@ def otlp_exporter_from_env(environ: Mapping[str, str] | None = None) -> SpanExpo
     )
 
 
-def _sdk_provider(provider: TracerProvider | None) -> TracerProvider:
+def _sdk_provider(
+    provider: TracerProvider | None, environ: Mapping[str, str] | None
+) -> TracerProvider:
     if provider is not None:
         return provider
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):
         return current
     if isinstance(current, trace.ProxyTracerProvider):
-        created = TracerProvider()
+        # The SDK's provider reads OTEL_TRACES_SAMPLER itself, but knows only its own names.
+        created = TracerProvider(sampler=sampler_from_env(environ))
         trace.set_tracer_provider(created)
         # Another thread may have won the race; use whatever is global now.
         final = trace.get_tracer_provider()
@@ -128,7 +133,7 @@ def install(
     ``OTEL_STALL_*`` unless given. Installing twice on one provider returns
     the processor already installed.
     """
-    target = _sdk_provider(provider)
+    target = _sdk_provider(provider, environ)
     with _lock:
         existing = _installed.get(target)
         if existing is not None:

@@ -21,7 +21,9 @@ wrapped, and ``otel_stall_traceidratio`` the same for ``traceidratio``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace.sampling import (
@@ -34,6 +36,8 @@ from opentelemetry.sdk.trace.sampling import (
 from opentelemetry.trace import Link, SpanKind
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
+
+from otel_stall._env import ConfigError
 
 
 class RecordAllSampler(Sampler):
@@ -76,12 +80,12 @@ def _rate(arg: str | float | None) -> float:
     try:
         rate = float(arg)
     except ValueError:
-        raise ValueError(
+        raise ConfigError(
             f"OTEL_TRACES_SAMPLER_ARG={arg!r} is not a number: give the fraction of "
             "traces to export, from 0 to 1 (0.01 exports one in a hundred)"
         ) from None
     if not 0.0 <= rate <= 1.0:
-        raise ValueError(
+        raise ConfigError(
             f"OTEL_TRACES_SAMPLER_ARG={arg!r} is out of range: give the fraction of "
             "traces to export, from 0 to 1 (0.01 exports one in a hundred)"
         )
@@ -98,4 +102,22 @@ def ratio(arg: str | float | None) -> Sampler:
     return RecordAllSampler(TraceIdRatioBased(_rate(arg)))
 
 
-__all__ = ["RecordAllSampler", "parent_based_ratio", "ratio"]
+BY_NAME: Final[dict[str, Callable[[str | float | None], Sampler]]] = {
+    "otel_stall_parentbased_traceidratio": parent_based_ratio,
+    "otel_stall_traceidratio": ratio,
+}
+"""The ``OTEL_TRACES_SAMPLER`` names otel-stall answers to (its sampler entry points)."""
+
+
+def sampler_from_env(environ: Mapping[str, str] | None = None) -> Sampler | None:
+    """The sampler ``OTEL_TRACES_SAMPLER`` names if it is one of otel-stall's, else ``None``.
+
+    For providers built outside auto-instrumentation (``otel_stall.install()``):
+    the SDK's ``TracerProvider()`` knows only its own sampler names.
+    """
+    env = os.environ if environ is None else environ
+    factory = BY_NAME.get(env.get("OTEL_TRACES_SAMPLER", "").strip().lower())
+    return None if factory is None else factory(env.get("OTEL_TRACES_SAMPLER_ARG"))
+
+
+__all__ = ["BY_NAME", "RecordAllSampler", "parent_based_ratio", "ratio", "sampler_from_env"]

@@ -152,8 +152,21 @@ def test_install_exports_over_http_from_env() -> None:
     assert sorted(t.attributes["stall.seq"] for t in tools) == [1, 2, 3]
 
 
-def test_install_on_the_global_provider() -> None:
-    """With the global provider still a proxy, install() creates and sets an SDK provider."""
+@pytest.mark.parametrize(
+    ("sampler", "runs", "described"),
+    [
+        ("", 1, "ParentBased{root:AlwaysOnSampler"),
+        ("otel_stall_parentbased_traceidratio", 1, "RecordAllSampler{ParentBased{"),
+        ("parentbased_traceidratio", 0, "ParentBased{root:TraceIdRatioBased{0.0}"),
+    ],
+    ids=["default sampler", "otel-stall's sampler at 0", "the SDK's sampler at 0"],
+)
+def test_install_on_the_global_provider(sampler: str, runs: int, described: str) -> None:
+    """With the global provider still a proxy, install() creates and sets an SDK provider.
+
+    Its sampler is the one OTEL_TRACES_SAMPLER names, otel-stall's too: with that
+    one a run nobody exports is still detected, and with the SDK's it is not seen.
+    """
     script = textwrap.dedent(
         """
         from opentelemetry import trace
@@ -172,9 +185,12 @@ def test_install_on_the_global_provider() -> None:
                     "gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.arguments": "{}"}):
                     pass
         print(processor.stats().finished_runs)
+        print(provider.sampler.get_description())
         """
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTEST_"))}
+    if sampler:
+        env |= {"OTEL_TRACES_SAMPLER": sampler, "OTEL_TRACES_SAMPLER_ARG": "0"}
     done = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
@@ -185,4 +201,6 @@ def test_install_on_the_global_provider() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "1"
+    finished, description = done.stdout.splitlines()
+    assert int(finished) == runs
+    assert description.startswith(described)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from typing import Any
 
 import pytest
@@ -19,8 +20,15 @@ from opentelemetry.sdk.trace.sampling import (
 from opentelemetry.trace.span import TraceState
 from stall_pipeline import STYLES, Agent, Call, Pipeline, make_pipeline
 
+from otel_stall._env import ConfigError
 from otel_stall.records import Finding
-from otel_stall.sampling import RecordAllSampler, parent_based_ratio, ratio
+from otel_stall.sampling import (
+    BY_NAME,
+    RecordAllSampler,
+    parent_based_ratio,
+    ratio,
+    sampler_from_env,
+)
 
 SEARCH = Call("search", {"q": 1}, {"hits": [1]})
 SAMPLED = Decision.RECORD_AND_SAMPLE
@@ -131,5 +139,42 @@ def test_env_factories_read_the_ratio(
 @pytest.mark.parametrize("arg", ["ten percent", "1.5", "-0.1", "nan"])
 def test_env_factories_refuse_a_bad_ratio_and_say_what_to_give(arg: str) -> None:
     """A ratio that is not a number from 0 to 1 is refused with the variable and the fix."""
-    with pytest.raises(ValueError, match=r"OTEL_TRACES_SAMPLER_ARG=.*from 0 to 1"):
+    with pytest.raises(ConfigError, match=r"OTEL_TRACES_SAMPLER_ARG=.*from 0 to 1"):
         parent_based_ratio(arg)
+
+
+def test_its_env_names_are_its_sampler_entry_points() -> None:
+    """The names install() resolves are exactly those the SDK finds as otel-stall's entry points."""
+    found = {
+        ep.name: ep.load()
+        for ep in entry_points(group="opentelemetry_traces_sampler")
+        if ep.value.startswith("otel_stall.")
+    }
+    assert found == BY_NAME
+
+
+@pytest.mark.parametrize(
+    ("environ", "described"),
+    [
+        (
+            {"OTEL_TRACES_SAMPLER": "otel_stall_parentbased_traceidratio"},
+            "{ParentBased{root:TraceIdRatioBased{1.0},",
+        ),
+        (
+            {"OTEL_TRACES_SAMPLER": " OTEL_STALL_TRACEIDRATIO ", "OTEL_TRACES_SAMPLER_ARG": "0.5"},
+            "RecordAllSampler{TraceIdRatioBased{0.5}}",
+        ),
+        ({"OTEL_TRACES_SAMPLER": "parentbased_traceidratio"}, None),
+        ({}, None),
+    ],
+)
+def test_sampler_from_env_answers_only_to_its_own_names(
+    environ: dict[str, str], described: str | None
+) -> None:
+    """Its own names give a RecordAllSampler; the SDK's names and none are left to the SDK."""
+    sampler = sampler_from_env(environ)
+    if described is None:
+        assert sampler is None
+    else:
+        assert isinstance(sampler, RecordAllSampler)
+        assert described in sampler.get_description()
