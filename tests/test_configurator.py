@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_receiver import GrpcReceiver, ReceivedSpan
+from user_process import run_python
 
 from otel_stall.configurator import (
     NAME,
@@ -59,8 +59,7 @@ def instrumented_run(
     ``sampler`` is ``OTEL_TRACES_SAMPLER`` and its argument; ``config_file`` is
     ``OTEL_CONFIG_FILE``.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTEST_"))}
-    env |= {
+    env = {
         "OTEL_TRACES_EXPORTER": exporters,
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
         "OTEL_METRICS_EXPORTER": metrics,
@@ -74,16 +73,7 @@ def instrumented_run(
     if config_file is not None:
         env["OTEL_CONFIG_FILE"] = config_file
     instrument = Path(sys.executable).with_name("opentelemetry-instrument")
-    done = subprocess.run(
-        [str(instrument), sys.executable, "-c", APP],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done
+    return run_python(["-c", APP], env=env, launcher=[str(instrument)])
 
 
 def arrived_once(receiver: GrpcReceiver) -> list[ReceivedSpan]:

@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from user_process import run_python
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
 def run_example(name: str) -> str:
     """Run one example as a user would, in a clean environment; its standard output."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTEST_"))}
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / name)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python([str(EXAMPLES / name)])
     assert done.stderr == ""
     return done.stdout
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,6 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_receiver import GrpcReceiver, HttpReceiver
 from stall_pipeline import STYLES, Agent, Call
+from user_process import run_python
 
 from otel_stall._env import ConfigError
 from otel_stall.installer import install, otlp_exporter_from_env
@@ -188,19 +186,8 @@ def test_install_on_the_global_provider(sampler: str, runs: int, described: str)
         print(provider.sampler.get_description())
         """
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTEST_"))}
-    if sampler:
-        env |= {"OTEL_TRACES_SAMPLER": sampler, "OTEL_TRACES_SAMPLER_ARG": "0"}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=Path(__file__).parent.parent,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    env = {"OTEL_TRACES_SAMPLER": sampler, "OTEL_TRACES_SAMPLER_ARG": "0"} if sampler else {}
+    done = run_python(["-c", script], env=env, cwd=Path(__file__).parent.parent)
     finished, description = done.stdout.splitlines()
     assert int(finished) == runs
     assert description.startswith(described)
