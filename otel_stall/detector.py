@@ -393,17 +393,13 @@ class RunDetector:
 
         Does not change any state; the call is recorded when its span ends
         (with status ``refused`` if the caller followed the refusal, which then
-        records the same finding). ``digests`` may be signed beforehand, outside
-        any lock, with the result :data:`~otel_stall.records.ABSENT`.
+        records the same finding). ``digests`` may come from :func:`gate_digests`
+        beforehand, outside any lock; ``exempt`` and ``approval`` are then ignored.
         """
         policy = self.policy
-        if exempt or approval or policy.duplicate_mode is DuplicateMode.OFF:
-            return None
-        if policy.is_exempt(tool) or policy.needs_approval(tool):
-            return None
         if digests is None:
-            digests = policy.signer.sign(tool, arguments, ABSENT, Status.OK)
-        if not digests.arguments.known:
+            digests = gate_digests(policy, tool, arguments, exempt=exempt, approval=approval)
+        if digests is None or not digests.arguments.known:
             return None
         seq = self._calls + 1
         number = self._round.number if self._round else self._rounds + 1
@@ -711,6 +707,22 @@ class RunDetector:
                 verdict = implied
             self._latest[finding.action] = (self._fired, finding)
         self._verdict = verdict
+
+
+def gate_digests(
+    policy: StallPolicy, tool: str, arguments: Any, *, exempt: bool = False, approval: bool = False
+) -> Digests | None:
+    """What the live gate compares: the call signed before it has a result.
+
+    ``None`` when the gate never refuses the call: the duplicate rule is off, or
+    the tool is exempt or needs approval. Touches no run state, so the caller may
+    sign outside any lock (signing reads the caller's objects: its code).
+    """
+    if exempt or approval or policy.duplicate_mode is DuplicateMode.OFF:
+        return None
+    if policy.is_exempt(tool) or policy.needs_approval(tool):
+        return None
+    return policy.signer.sign(tool, arguments, ABSENT, Status.OK)
 
 
 def _with_action(row: LedgerRow, action: Action) -> LedgerRow:

@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry import trace
 
-from otel_stall.policy import DuplicateMode, StallPolicy
-from otel_stall.records import ABSENT, ACTION_SEVERITY, Action, Finding, RunReport, Status, Verdict
-from otel_stall.signature import Digests
+from otel_stall.detector import gate_digests
+from otel_stall.records import ACTION_SEVERITY, Action, Finding, RunReport, Verdict
 
 if TYPE_CHECKING:
     from otel_stall.processor import StallSpanProcessor
@@ -63,13 +62,6 @@ class StallDetected(RuntimeError):
         super().__init__(message)
 
 
-def _sign(policy: StallPolicy, tool: str, args: Any) -> Digests | None:
-    """The call's digests as the detector signs a call that has no result yet."""
-    if policy.duplicate_mode is DuplicateMode.OFF:
-        return None  # check_call refuses nothing then: do not sign for nothing
-    return policy.signer.sign(tool, args, ABSENT, Status.OK)
-
-
 def _worst(report: RunReport) -> Finding | None:
     """The most severe finding, the latest one among equals."""
     best: Finding | None = None
@@ -109,11 +101,13 @@ class StallGuard:
             # Mapping's items(), say), which is the caller's code, and that must never
             # run under a lock that every span of the run needs. check_call then reads
             # several fields that must agree with each other, under the lock.
-            digests = None if exempt else _sign(detector.policy, tool, args)
+            digests = gate_digests(detector.policy, tool, args, exempt=exempt)
+            if digests is None:  # a call the gate never refuses
+                return None
             with run.lock:
                 if run.closed:
                     return None
-                finding = detector.check_call(tool, args, exempt=exempt, digests=digests)
+                finding = detector.check_call(tool, args, digests=digests)
         except Exception as exc:
             failure = self._processor._error("guard.before_call", exc)
             if failure is not None:

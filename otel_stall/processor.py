@@ -216,11 +216,14 @@ class StallSpanProcessor(SpanProcessor):
         may reach only the processors that were there before.
         """
         with _WRAPPING:
-            self._single = None  # first: a span ending meanwhile takes the loop, never nothing
             self._wrap((*self._downstream, processor))
 
     def _wrap(self, downstream: tuple[SpanProcessor, ...]) -> None:
-        """Set the wrapped processors, and the hooks of theirs worth relaying."""
+        """Set the wrapped processors, and the hooks of theirs worth relaying.
+
+        Each store replaces a whole value, so a span ending meanwhile on another
+        thread reaches the old processors or the new ones, never none.
+        """
         self._starting = tuple(p for p in downstream if not _is_noop(type(p).on_start))
         self._ending = tuple(
             p for p in downstream if not _is_noop(getattr(type(p), "_on_ending", None))

@@ -21,6 +21,7 @@ wrapped, and ``otel_stall_traceidratio`` the same for ``traceidratio``.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
@@ -80,13 +81,10 @@ def _rate(arg: str | float | None) -> float:
     try:
         rate = float(arg)
     except ValueError:
-        raise ConfigError(
-            f"OTEL_TRACES_SAMPLER_ARG={arg!r} is not a number: give the fraction of "
-            "traces to export, from 0 to 1 (0.01 exports one in a hundred)"
-        ) from None
+        rate = math.nan  # refused below, with the same advice
     if not 0.0 <= rate <= 1.0:
         raise ConfigError(
-            f"OTEL_TRACES_SAMPLER_ARG={arg!r} is out of range: give the fraction of "
+            f"OTEL_TRACES_SAMPLER_ARG={arg!r} is not a ratio: give the fraction of "
             "traces to export, from 0 to 1 (0.01 exports one in a hundred)"
         )
     return rate
