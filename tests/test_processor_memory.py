@@ -22,10 +22,13 @@ GENAI = STYLES[0]
 
 
 def _growth_per_call(call: Callable[[int], None], warm: int, window: int) -> float:
-    """Bytes a call adds once every bound is reached.
+    """Bytes a call adds once every bound is reached: the least over two windows.
 
     A first traced window replaces the state made before tracing started (freeing
-    untraced memory does not count), so only the second is measured.
+    untraced memory does not count), so it is not measured. Of the next two, the
+    lesser counts: a leak grows every window, while CPython's own one-off churn
+    (3.10 reallocates frames taken from its free list) lands in one, more or less
+    of it depending on what earlier tests left behind.
     """
     for i in range(warm):
         call(i)
@@ -33,10 +36,13 @@ def _growth_per_call(call: Callable[[int], None], warm: int, window: int) -> flo
     try:
         for i in range(warm, warm + window):
             call(i)
-        before = tracemalloc.get_traced_memory()[0]
-        for i in range(warm + window, warm + 2 * window):
-            call(i)
-        return (tracemalloc.get_traced_memory()[0] - before) / window
+        growth: list[float] = []
+        for first in (warm + window, warm + 2 * window):
+            before = tracemalloc.get_traced_memory()[0]
+            for i in range(first, first + window):
+                call(i)
+            growth.append((tracemalloc.get_traced_memory()[0] - before) / window)
+        return min(growth)
     finally:
         tracemalloc.stop()
 
@@ -54,7 +60,7 @@ def test_a_looping_run_that_never_ends_holds_bounded_memory() -> None:
     assert status.report is not None
     assert len(status.report.ledger) == 50
     assert len(status.report.findings) <= 50 + len(Action)  # and the latest of each action
-    assert status.report.tool_calls == 900
+    assert status.report.tool_calls == 1200
     assert growth < 40
 
 
@@ -71,7 +77,7 @@ def test_a_run_of_new_calls_that_never_ends_holds_bounded_memory() -> None:
         detector.tool_call(ToolCall("search", {"q": i}, {"hits": [i]}), digests)
 
     growth = _growth_per_call(call, 400, 400)
-    assert detector.report().tool_calls == 1200
+    assert detector.report().tool_calls == 1600
     assert growth < 40
 
 
