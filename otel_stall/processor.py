@@ -76,7 +76,14 @@ from otel_stall.policy import StallPolicy
 from otel_stall.records import Finding, RunReport
 from otel_stall.runs import Node, Run, RunTable
 from otel_stall.settings import ProcessorSettings
-from otel_stall.spans import EnrichedSpan, attribute_dict, copy_span, span_record
+from otel_stall.spans import (
+    EnrichedSpan,
+    add_within_limits,
+    attribute_dict,
+    bounded_event,
+    copy_span,
+    span_record,
+)
 from otel_stall.trace import agent_name
 
 if TYPE_CHECKING:
@@ -133,6 +140,7 @@ class StallSpanProcessor(SpanProcessor):
         settings: ProcessorSettings | None = None,
         clock: Callable[[], float] | None = None,
         raise_errors: bool | None = None,
+        span_limits: SpanLimits | None = None,
     ) -> None:
         explicit: dict[str, Any] = {
             "redact": redact,
@@ -162,8 +170,9 @@ class StallSpanProcessor(SpanProcessor):
         self._enabled = settings.enabled
         self._redact = settings.redact
         self._live_events = settings.live_events
-        self._max_events = SpanLimits().max_events
-        """The SDK's event limit (``OTEL_SPAN_EVENT_COUNT_LIMIT``), for run spans' copies."""
+        self._limits = span_limits or SpanLimits()
+        """The provider's span limits (by default the SDK's, from ``OTEL_*_LIMIT``): the
+        attributes and events a copy gets obey them, as they would on the live span."""
         self._role = self.conventions.role
         # Tool calls straight from the span's parts, unless a subclass makes them its own way.
         self._tool_call = (
@@ -500,14 +509,15 @@ class StallSpanProcessor(SpanProcessor):
         redact = self._redact and (role is not _OTHER or start_role is not _OTHER)
         if not extra and events is None and not redact:
             return span
-        attrs.update(extra)
         if redact:
             for key in self._content_keys.intersection(attrs):
                 del attrs[key]
+        over = add_within_limits(attrs, extra, self._limits)
+        if redact:
             # A full copy: the view would keep the ended span, raw payloads and all,
             # reachable from what is exported (a pickling exporter would send them).
-            return copy_span(span, attrs, events, dropped)
-        return EnrichedSpan(span, attrs, events, dropped)
+            return copy_span(span, attrs, events, dropped, over)
+        return EnrichedSpan(span, attrs, events, dropped, over)
 
     def _plain_root_end(self, span: ReadableSpan) -> ReadableSpan:
         """A trace root without role attributes ended: close its trace run if it has one."""
@@ -522,8 +532,8 @@ class StallSpanProcessor(SpanProcessor):
         if ended is None:
             return span  # never used, or nothing to report: extra is empty too
         attrs = attribute_dict(span)  # a plain span: nothing to redact
-        attrs.update(extra)
-        return EnrichedSpan(span, attrs, *ended)
+        over = add_within_limits(attrs, extra, self._limits)
+        return EnrichedSpan(span, attrs, *ended, over)
 
     def _tool(
         self,
@@ -609,8 +619,9 @@ class StallSpanProcessor(SpanProcessor):
             }
             for when, finding in pending:
                 if (when, finding.kind.value, finding.seq) not in present:
-                    events.append(Event(_EVENT, finding_event_attributes(finding), when))
-        limit = self._max_events
+                    attributes = finding_event_attributes(finding)
+                    events.append(bounded_event(_EVENT, attributes, when, self._limits))
+        limit = self._limits.max_events
         if limit is not None and len(events) > limit:
             dropped += len(events) - limit
             del events[: len(events) - limit]

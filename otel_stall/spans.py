@@ -8,12 +8,13 @@ proxy or tuple), so these helpers read every property at most once, and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import islice
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import Link, SpanContext
 from opentelemetry.util.types import Attributes
@@ -60,20 +61,61 @@ def span_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None)
     )
 
 
+def add_within_limits(
+    attributes: dict[str, Any], extra: Mapping[str, Any], limits: SpanLimits
+) -> int:
+    """Add ``extra`` to a span's ``attributes`` as ``set_attribute`` would have on the live span.
+
+    A copy must obey the span limits the SDK gave its source, or a pipeline that
+    caps attributes (for cost, or a backend's limit) would get more than it
+    asked for. So, as the SDK does: string values are cut to the span's value
+    length limit, and past the count limit the oldest attributes make way.
+    Returns how many were dropped, for the copy's ``dropped_attributes``.
+    """
+    length = limits.max_span_attribute_length
+    if length is None:
+        attributes.update(extra)
+    else:
+        attributes.update(
+            (key, value[:length] if type(value) is str else value) for key, value in extra.items()
+        )
+    count = limits.max_span_attributes
+    if count is None or len(attributes) <= count:
+        return 0
+    excess = len(attributes) - count
+    for key in list(islice(attributes, excess)):  # dicts keep insertion order: oldest first
+        del attributes[key]
+    return excess
+
+
+def bounded_event(name: str, attributes: Mapping[str, Any], when: int, limits: SpanLimits) -> Event:
+    """An event as ``add_event`` would have made it on the live span: within the event limits."""
+    bounded = BoundedAttributes(
+        limits.max_event_attributes,
+        attributes,
+        immutable=True,
+        max_value_len=limits.max_attribute_length,
+    )
+    return Event(name, bounded, when)
+
+
 def copy_span(
     span: ReadableSpan,
     attributes: Mapping[str, Any],
     events: Sequence[Event] | None = None,
     dropped_events: int = 0,
+    dropped_attributes: int = 0,
 ) -> ReadableSpan:
     """A new ended span equal to ``span`` but with other attributes (and events).
 
     A plain ``dict`` of attributes is used as is (not copied): do not change it
     afterwards. Built through the public constructor; dropped counts are carried over in the
     SDK's public bounded containers so exporters still report them. ``dropped_events``
-    adds to the span's own count: events that did not fit in the new ``events``.
+    and ``dropped_attributes`` add to the span's own counts: what did not fit in the
+    new ``events`` and ``attributes``.
     """
-    return ReadableSpan(**_copied_fields(span, attributes, events, dropped_events))
+    fields = _copied_fields(span, attributes, events, dropped_events, dropped_attributes)
+    return ReadableSpan(**fields)
 
 
 def _copied_fields(
@@ -81,6 +123,7 @@ def _copied_fields(
     attributes: Mapping[str, Any],
     events: Sequence[Event] | None,
     dropped_events: int,
+    dropped_attributes: int,
 ) -> dict[str, Any]:
     """``ReadableSpan``'s constructor arguments for a copy of ``span`` with other content."""
     attrs: Attributes = attributes if type(attributes) is dict else dict(attributes)
@@ -95,9 +138,10 @@ def _copied_fields(
         bounded_links: BoundedList[Link] = BoundedList.from_seq(None, links)
         bounded_links.dropped = span.dropped_links
         links = bounded_links
-    if span.dropped_attributes:
+    dropped_attributes += span.dropped_attributes
+    if dropped_attributes:
         bounded = BoundedAttributes(None, attrs, immutable=True)
-        bounded.dropped = span.dropped_attributes
+        bounded.dropped = dropped_attributes
         attrs = bounded
     return {
         "name": span.name,
@@ -144,6 +188,7 @@ class EnrichedSpan(ReadableSpan):
         attributes: dict[str, Any],
         events: Sequence[Event] | None = None,
         dropped_events: int = 0,
+        dropped_attributes: int = 0,
     ) -> None:
         # No super().__init__(): that is the copy this class exists to avoid.
         self._stall_source = source
@@ -151,6 +196,8 @@ class EnrichedSpan(ReadableSpan):
         self._stall_events = None if events is None else tuple(events)
         self._stall_dropped_events = dropped_events
         """Events that did not fit in ``events``, on top of the source's own count."""
+        self._stall_dropped_attributes = dropped_attributes
+        """Attributes that did not fit in ``attributes``, on top of the source's own count."""
         self._stall_copied = False
 
     def __getattr__(self, name: str) -> Any:
@@ -162,6 +209,7 @@ class EnrichedSpan(ReadableSpan):
             self._stall_attributes,
             self._stall_events,
             self._stall_dropped_events,
+            self._stall_dropped_attributes,
         )
         ReadableSpan.__init__(self, **fields)
         self._stall_copied = True
@@ -183,6 +231,11 @@ class EnrichedSpan(ReadableSpan):
         """The source's dropped events, plus those that did not fit in the given events."""
         return self._stall_source.dropped_events + self._stall_dropped_events
 
+    @property
+    def dropped_attributes(self) -> int:
+        """The source's dropped attributes, plus those that did not fit in the given ones."""
+        return self._stall_source.dropped_attributes + self._stall_dropped_attributes
+
     def get_span_context(self) -> SpanContext | None:
         """The source's span context."""
         return self._stall_source.get_span_context()
@@ -199,8 +252,14 @@ class EnrichedSpan(ReadableSpan):
     resource = _read_through("resource")
     instrumentation_info = _read_through("instrumentation_info")
     instrumentation_scope = _read_through("instrumentation_scope")
-    dropped_attributes = _read_through("dropped_attributes")
     dropped_links = _read_through("dropped_links")
 
 
-__all__ = ["EnrichedSpan", "attribute_dict", "copy_span", "span_record"]
+__all__ = [
+    "EnrichedSpan",
+    "add_within_limits",
+    "attribute_dict",
+    "bounded_event",
+    "copy_span",
+    "span_record",
+]

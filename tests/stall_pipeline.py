@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import Sampler
@@ -72,16 +72,25 @@ class Pipeline:
         return sum(v for (n, _), v in self.metrics().items() if n == name)
 
 
-def make_pipeline(*, sampler: Sampler | None = None, **kwargs: Any) -> Pipeline:
-    """A fresh pipeline; ``sampler`` is the provider's, the rest go to the processor."""
+def make_pipeline(
+    *, sampler: Sampler | None = None, span_limits: SpanLimits | None = None, **kwargs: Any
+) -> Pipeline:
+    """A fresh pipeline.
+
+    ``sampler`` goes to the provider, ``span_limits`` to it and the processor, the rest to the
+    processor.
+    """
     exporter = InMemorySpanExporter()
     reader = InMemoryMetricReader()
     findings: list[Finding] = []
     kwargs.setdefault("on_finding", findings.append)
     processor = StallSpanProcessor(
-        SimpleSpanProcessor(exporter), meter_provider=MeterProvider([reader]), **kwargs
+        SimpleSpanProcessor(exporter),
+        meter_provider=MeterProvider([reader]),
+        span_limits=span_limits,
+        **kwargs,
     )
-    provider = TracerProvider(sampler=sampler)
+    provider = TracerProvider(sampler=sampler, span_limits=span_limits)
     provider.add_span_processor(processor)
     return Pipeline(
         provider, exporter, processor, reader, provider.get_tracer("agent-test"), findings

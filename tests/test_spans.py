@@ -77,20 +77,21 @@ def test_every_public_property_matches_a_full_copy(
 ) -> None:
     """Each public property of the view equals the same property of copy_span's copy."""
     source = _ended(dropping)
-    view = EnrichedSpan(source, _extra(source), events, more_dropped)
-    copied = copy_span(source, _extra(source), events, more_dropped)
+    view = EnrichedSpan(source, _extra(source), events, more_dropped, 2 * more_dropped)
+    copied = copy_span(source, _extra(source), events, more_dropped, 2 * more_dropped)
     assert getattr(view, prop) == getattr(copied, prop)
 
 
 @pytest.mark.parametrize("dropping", [False, True], ids=["within limits", "over limits"])
-def test_events_left_out_add_to_the_dropped_count(dropping: bool) -> None:
-    """Events that did not fit in the given ones count as dropped, on top of the source's."""
+def test_what_was_left_out_adds_to_the_dropped_counts(dropping: bool) -> None:
+    """Events and attributes that did not fit in the given ones count as dropped, on top."""
     source = _ended(dropping)
     for span in (
-        EnrichedSpan(source, _extra(source), [], 3),
-        copy_span(source, _extra(source), [], 3),
+        EnrichedSpan(source, _extra(source), [], 3, 5),
+        copy_span(source, _extra(source), [], 3, 5),
     ):
         assert span.dropped_events == source.dropped_events + 3
+        assert span.dropped_attributes == source.dropped_attributes + 5
 
 
 @pytest.mark.parametrize("dropping", [False, True], ids=["within limits", "over limits"])
@@ -110,8 +111,8 @@ def test_otlp_encoding_is_byte_for_byte_a_copy(dropping: bool, more_dropped: int
     """An OTLP exporter encodes the view exactly as it encodes a full copy."""
     source = _ended(dropping)
     events = [Event("stall.detected", {"stall.kind": "repeat"}, 5)]
-    view = EnrichedSpan(source, _extra(source), events, more_dropped)
-    copied = copy_span(source, _extra(source), events, more_dropped)
+    view = EnrichedSpan(source, _extra(source), events, more_dropped, more_dropped)
+    copied = copy_span(source, _extra(source), events, more_dropped, more_dropped)
     assert encode_spans([view]).SerializeToString() == encode_spans([copied]).SerializeToString()
 
 
