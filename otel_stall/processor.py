@@ -435,6 +435,8 @@ class StallSpanProcessor(SpanProcessor):
         elif role is _AGENT:
             agent = Run(ctx.trace_id, ctx.span_id, span)
             self._track(ctx.span_id, Node(run, nested, role, agent, Node(agent, False)))
+            if span.parent is None:
+                self._table.agent_root(ctx.trace_id, agent)
         else:
             self._track(ctx.span_id, Node(run, nested, role, None, inherit))
             self._model(span, run, ctx.trace_id)

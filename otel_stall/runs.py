@@ -164,7 +164,8 @@ class RunTable:
         self.spans: dict[int, Node] = {}
         """Tracked open spans by span id."""
         self.roots: dict[int, Span | Run] = {}
-        """Open trace roots by trace id: the root span, or its trace run once created."""
+        """Open trace roots by trace id: the root span, or its trace run once created (an
+        agent root's own run: every span of its trace is inside it)."""
         self.ended: OrderedDict[int, None] = OrderedDict()
         """Trace ids of recently ended roots (oldest first), bounded by ``ENDED_ROOTS``."""
         self.finished = 0
@@ -200,6 +201,17 @@ class RunTable:
         roots[ctx.trace_id] = span
         if len(roots) + len(self.spans) > self.max_spans:
             self._forget_oldest(roots)
+
+    def agent_root(self, trace_id: int, run: Run) -> None:
+        """The trace's root is an agent span: its run is the trace's run.
+
+        A span of this trace whose ancestry is unknown (it started after the agent
+        span's entry went, or its ancestors were forgotten) then belongs to the agent's
+        run, as in the batch analysis, instead of to a trace run of its own that the
+        root's end would never finish.
+        """
+        if self.roots.get(trace_id) is run.span:
+            self.roots[trace_id] = run
 
     def track(self, span_id: int, node: Node) -> None:
         """Remember an open span's ancestry until it ends."""

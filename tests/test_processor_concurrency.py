@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+import sys
+import threading
+from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-from opentelemetry import context
-from stall_pipeline import STYLES, Agent, Call, make_pipeline, stall
+import pytest
+from opentelemetry import context, trace
+from opentelemetry.sdk.trace import SpanLimits
+from stall_pipeline import STYLES, Agent, Call, Pipeline, events, make_pipeline, stall
 
 from otel_stall.attributes import StallAttributes as S
+from otel_stall.attributes import StallEventAttributes as E
 
 RUNS = 200
 THREADS = 32
@@ -91,3 +96,60 @@ def test_parallel_tool_calls_of_one_run_from_many_threads() -> None:
     assert {r[S.ROUND] for r in rows} == {1}
     assert stall(pipe.one("invoke_agent researcher"))[S.TOOL_CALLS] == n
     assert pipe.processor.stats().tracked_spans == 0
+
+
+def _race_one_run(workers: int, calls: int) -> tuple[Pipeline, int]:
+    """An agent span that ends on this thread while tool spans of its run end on others.
+
+    Returns the pipeline and the number of tool spans made. Every call is the same,
+    so findings fire on every call: some while the run span is open, some as it ends.
+    """
+    pipe = make_pipeline(span_limits=SpanLimits(max_events=100_000))  # room for every finding
+    agent = Agent(pipe.tracer, STYLES[0])
+    name, attributes = agent.style.agent(agent.name)
+    run_span = pipe.tracer.start_span(name, attributes=attributes)
+    inside = trace.set_span_in_context(run_span)
+    midway = threading.Event()
+
+    def work() -> None:
+        token = context.attach(inside)
+        try:
+            for i in range(calls):
+                agent.tool(Call("search", {"q": "same"}, {"hits": [1]}))
+                if i == 1:
+                    midway.set()
+        finally:
+            context.detach(token)
+
+    threads = [threading.Thread(target=work) for _ in range(workers)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns within a span's end, not after many
+    try:
+        for thread in threads:
+            thread.start()
+        assert midway.wait(timeout=60), "no worker got two calls in"
+        run_span.end()  # while the workers' tool spans are ending
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    return pipe, workers * calls
+
+
+@pytest.mark.parametrize("attempt", range(40))
+def test_a_run_span_ending_amid_its_tool_spans_keeps_the_books_straight(attempt: int) -> None:
+    """Counted calls are seq 1..n, and each finding delivered is on the run span exactly once."""
+    pipe, made = _race_one_run(workers=4, calls=30)
+    tools = pipe.named("execute_tool search")
+    assert len(tools) == made  # every span exported, counted or not
+    rows = [stall(s) for s in tools]
+    seqs = sorted(int(r[S.SEQ]) for r in rows if S.SEQ in r)
+    assert all(r == {} for r in rows if S.SEQ not in r)  # ended after the run: unchanged
+    run_span = pipe.one("invoke_agent researcher")
+    run_attrs = stall(run_span)
+    assert seqs == list(range(1, run_attrs[S.TOOL_CALLS] + 1))
+    on_span = Counter((e[E.KIND], e[E.SEQ]) for e in events(run_span))
+    delivered = Counter((f.kind.value, f.seq) for f in pipe.findings)
+    assert on_span == delivered
+    assert pipe.processor.stats().active_runs == 0
+    assert pipe.processor.stats().errors == 0

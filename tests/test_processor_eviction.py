@@ -116,3 +116,22 @@ def test_state_is_empty_after_runs_end() -> None:
             agent.round(Call("search", {"q": i}, {"r": i}))
     stats = pipe.processor.stats()
     assert (stats.active_runs, stats.tracked_spans, stats.finished_runs) == (0, 0, 10)
+
+
+def test_a_root_agents_forgotten_entry_leaves_its_spans_in_its_run() -> None:
+    """Past max_tracked_spans, a root agent's calls still count in its run; none is left open."""
+    pipe = make_pipeline(settings=ProcessorSettings(max_tracked_spans=8))
+    agent = Agent(pipe.tracer, GENAI)
+    loop = Call("search", {"q": "same"}, {"hits": [1]})
+    with agent.run():
+        agent.round(loop)
+        with ExitStack() as nested:  # deep enough that the agent's own entry is trimmed
+            for i in range(12):
+                nested.enter_context(pipe.tracer.start_as_current_span(f"step {i}"))
+        assert pipe.processor.stats().forgotten_spans > 0
+        agent.round(loop)  # its model and tool spans' parent is no longer known
+    assert [stall(s)[S.SEQ] for s in pipe.named("execute_tool search")] == [1, 2]
+    run = stall(pipe.one("invoke_agent researcher"))
+    assert (run[S.TOOL_CALLS], run[S.ROUNDS]) == (2, 2)
+    stats = pipe.processor.stats()
+    assert (stats.active_runs, stats.finished_runs) == (0, 1)
