@@ -18,7 +18,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from otel_stall._env import ConfigError
@@ -90,7 +90,9 @@ def otlp_exporter_from_env(environ: Mapping[str, str] | None = None) -> SpanExpo
 
 
 def _sdk_provider(
-    provider: TracerProvider | None, environ: Mapping[str, str] | None
+    provider: TracerProvider | None,
+    environ: Mapping[str, str] | None,
+    span_limits: SpanLimits | None,
 ) -> TracerProvider:
     if provider is not None:
         return provider
@@ -99,7 +101,7 @@ def _sdk_provider(
         return current
     if isinstance(current, trace.ProxyTracerProvider):
         # The SDK's provider reads OTEL_TRACES_SAMPLER itself, but knows only its own names.
-        created = TracerProvider(sampler=sampler_from_env(environ))
+        created = TracerProvider(sampler=sampler_from_env(environ), span_limits=span_limits)
         trace.set_tracer_provider(created)
         # Another thread may have won the race; use whatever is global now.
         final = trace.get_tracer_provider()
@@ -121,6 +123,7 @@ def install(
     meter_provider: MeterProvider | None = None,
     on_finding: Callable[[Finding], None] | None = None,
     environ: Mapping[str, str] | None = None,
+    span_limits: SpanLimits | None = None,
     **settings: Any,
 ) -> StallSpanProcessor:
     """Build a :class:`StallSpanProcessor` and add it to ``provider`` (or the global one).
@@ -130,10 +133,12 @@ def install(
     exporter that ``OTEL_EXPORTER_OTLP_*`` selects; nothing (events, metrics and
     callbacks still happen). ``settings`` are :class:`ProcessorSettings` fields
     (``redact=True``, ``max_runs=...``); the policy and conventions come from
-    ``OTEL_STALL_*`` unless given. Installing twice on one provider returns
-    the processor already installed.
+    ``OTEL_STALL_*`` unless given. ``span_limits`` are those ``provider`` was
+    given in code, if any (a provider install() creates gets them too): the
+    enriched copies obey them. Installing twice on one provider returns the
+    processor already installed.
     """
-    target = _sdk_provider(provider, environ)
+    target = _sdk_provider(provider, environ, span_limits)
     with _lock:
         existing = _installed.get(target)
         if existing is not None:
@@ -154,6 +159,7 @@ def install(
             meter_provider=meter_provider,
             on_finding=on_finding,
             settings=resolved,
+            span_limits=span_limits,
         )
         target.add_span_processor(processor)
         _installed[target] = processor

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_receiver import GrpcReceiver, HttpReceiver
@@ -53,6 +53,19 @@ def test_install_with_downstream_and_settings() -> None:
     tool = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool search")
     assert "gen_ai.tool.call.arguments" not in tool.attributes  # type: ignore[operator]
     assert "stall.signature" in tool.attributes  # type: ignore[operator]
+
+
+def test_install_passes_span_limits_to_the_processor() -> None:
+    """install(provider, span_limits=...) bounds the copies as the provider bounds its spans."""
+    limits = SpanLimits(max_span_attributes=6)
+    provider = TracerProvider(span_limits=limits)
+    exporter = InMemorySpanExporter()
+    install(provider, downstream=SimpleSpanProcessor(exporter), span_limits=limits, environ={})
+    _loop(provider, 1)
+    tool = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool search")
+    assert len(tool.attributes or {}) == 6
+    assert tool.dropped_attributes > 0
+    assert "stall.action" in (tool.attributes or {})  # the newest stay
 
 
 def test_install_reads_policy_from_environ() -> None:
@@ -168,7 +181,7 @@ def test_install_on_the_global_provider(sampler: str, runs: int, described: str)
     script = textwrap.dedent(
         """
         from opentelemetry import trace
-        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace import SpanLimits, TracerProvider
         import otel_stall as inst
 
         processor = inst.install()
@@ -191,3 +204,38 @@ def test_install_on_the_global_provider(sampler: str, runs: int, described: str)
     finished, description = done.stdout.splitlines()
     assert int(finished) == runs
     assert description.startswith(described)
+
+
+def test_a_provider_install_creates_gets_the_span_limits() -> None:
+    """install(span_limits=...) on a proxy global: the new provider and the copies share them."""
+    script = textwrap.dedent(
+        """
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import SpanLimits
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        import otel_stall
+
+        exporter = InMemorySpanExporter()
+        otel_stall.install(
+            span_limits=SpanLimits(max_span_attributes=3),
+            downstream=SimpleSpanProcessor(exporter),
+        )
+        tracer = trace.get_tracer("t")
+        plain = {f"http.k{i}": i for i in range(8)}
+        tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.arguments": "{}"}
+        with tracer.start_as_current_span("invoke_agent", attributes={"gen_ai.agent.name": "a"}):
+            with tracer.start_as_current_span("GET /", attributes=plain):
+                pass
+            with tracer.start_as_current_span("execute_tool s", attributes=tool):
+                pass
+        for span in exporter.get_finished_spans():
+            print(span.name, len(span.attributes), span.dropped_attributes > 0)
+        """
+    )
+    done = run_python(["-c", script], cwd=Path(__file__).parent.parent)
+    assert done.stdout.splitlines() == [
+        "GET / 3 True",  # bounded by the provider: a plain span is forwarded as it is
+        "execute_tool s 3 True",  # bounded by the processor's copy
+        "invoke_agent 3 True",
+    ]
