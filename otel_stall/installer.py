@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
@@ -121,6 +122,7 @@ def install(
     policy: StallPolicy | None = None,
     conventions: Conventions | None = None,
     meter_provider: MeterProvider | None = None,
+    logger_provider: LoggerProvider | None = None,
     on_finding: Callable[[Finding], None] | None = None,
     environ: Mapping[str, str] | None = None,
     span_limits: SpanLimits | None = None,
@@ -157,6 +159,7 @@ def install(
             policy=policy or StallPolicy.from_env(environ),
             conventions=conventions or Conventions.from_env(environ),
             meter_provider=meter_provider,
+            logger_provider=logger_provider,
             on_finding=on_finding,
             settings=resolved,
             span_limits=span_limits,

@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
+from opentelemetry._logs import LoggerProvider
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits, SpanProcessor
@@ -71,6 +72,7 @@ from otel_stall.conventions import (
 )
 from otel_stall.detector import RunDetector
 from otel_stall.enrich import finding_event_attributes, run_span_attributes, tool_span_attributes
+from otel_stall.log_events import API_EMITS_EVENTS, FindingEvents
 from otel_stall.metrics import StallMetrics
 from otel_stall.policy import StallPolicy
 from otel_stall.records import Finding, RunReport
@@ -141,6 +143,7 @@ class StallSpanProcessor(SpanProcessor):
         clock: Callable[[], float] | None = None,
         raise_errors: bool | None = None,
         span_limits: SpanLimits | None = None,
+        logger_provider: LoggerProvider | None = None,
     ) -> None:
         explicit: dict[str, Any] = {
             "redact": redact,
@@ -153,6 +156,14 @@ class StallSpanProcessor(SpanProcessor):
         else:
             given = {k: v for k, v in explicit.items() if v is not None}
             settings = replace(settings, **given) if given else settings
+        if settings.event_signal != "span" and not API_EMITS_EVENTS:
+            logger.error(
+                "otel-stall: event_signal=%r needs opentelemetry-api 1.39 or later (its Logs "
+                "API emits named events), so stall.detected stays a span event. Upgrade "
+                "opentelemetry-api and opentelemetry-sdk, or leave OTEL_STALL_EVENT_SIGNAL unset.",
+                settings.event_signal,
+            )
+            settings = replace(settings, event_signal="span")
         self.settings: Final = settings
         self.policy: Final = policy or StallPolicy.from_env()
         self.conventions: Final = conventions or Conventions.from_env()
@@ -170,6 +181,9 @@ class StallSpanProcessor(SpanProcessor):
         self._enabled = settings.enabled
         self._redact = settings.redact
         self._live_events = settings.live_events
+        self._log_events = (
+            None if settings.event_signal == "span" else FindingEvents(logger_provider)
+        )
         self._limits = span_limits or SpanLimits()
         """The provider's span limits (by default the SDK's, from ``OTEL_*_LIMIT``): the
         attributes and events a copy gets obey them, as they would on the live span."""
@@ -456,7 +470,7 @@ class StallSpanProcessor(SpanProcessor):
             if findings:
                 self._fired(run, findings, when)
         if findings:
-            self._deliver(findings)
+            self._deliver(findings, run, when)
 
     # -- end -----------------------------------------------------------------
 
@@ -581,7 +595,7 @@ class StallSpanProcessor(SpanProcessor):
         row = observation.row
         self._metrics.record_row(row)
         if findings:
-            self._deliver(findings)
+            self._deliver(findings, run, call.end_ns)
         return tool_span_attributes(row)
 
     def _run_ended(
@@ -594,13 +608,14 @@ class StallSpanProcessor(SpanProcessor):
         run = owned
         if not self._table.end_run(run):
             return None  # never used: an agent span with no tool or model call
-        report, new = self._close(run, span, span.end_time or 0)
+        when = span.end_time or 0
+        report, new = self._close(run, span, when)
         run.span = None
         if report is None:
             return None
         extra.update(run_span_attributes(report))
         if new:
-            self._deliver(new)
+            self._deliver(new, run, when)
         return self._run_events(span, run)
 
     def _run_events(self, span: ReadableSpan, run: Run) -> tuple[list[Event], int]:
@@ -637,7 +652,7 @@ class StallSpanProcessor(SpanProcessor):
         now = span.end_time if span is not None and span.end_time else time.time_ns()
         _, new = self._close(run, span, now)
         if new:
-            self._deliver(new)
+            self._deliver(new, run, now)
 
     def _close(
         self, run: Run, span: ReadableSpan | None, when: int
@@ -678,6 +693,8 @@ class StallSpanProcessor(SpanProcessor):
 
     def _fired(self, run: Run, findings: Sequence[Finding], when: int) -> None:
         """Under the run lock: add findings to the run span if open, else keep them for its copy."""
+        if self.settings.event_signal == "logs":
+            return  # log-based events only: _deliver emits them
         span = run.span
         if self._live_events and span is not None and span.is_recording():
             for finding in findings:
@@ -689,10 +706,22 @@ class StallSpanProcessor(SpanProcessor):
         for finding in findings:
             run.keep_pending(when, finding)
 
-    def _deliver(self, findings: Iterable[Finding]) -> None:
-        """Outside every lock: metrics and the user's callback."""
+    def _deliver(self, findings: Iterable[Finding], run: Run, when: int) -> None:
+        """Outside every lock: log-based events, metrics and the user's callback."""
         callback = self.on_finding
+        log_events = self._log_events
+        if log_events is not None:
+            # The run span's context; a trace run whose root was never seen here has
+            # only its trace id.
+            context = run.context or SpanContext(run.trace_id, run.span_id or 0, False)
         for finding in findings:
+            if log_events is not None:
+                try:
+                    log_events.emit(finding, context, when)
+                except Exception as exc:
+                    failure = self._error("log-based event", exc)
+                    if failure is not None:
+                        raise failure from None
             self._metrics.record_finding(finding)
             if callback is not None:
                 try:

@@ -46,6 +46,7 @@ class Run:
 
     __slots__ = (
         "closed",
+        "context",
         "detector",
         "evicted",
         "key",
@@ -73,6 +74,8 @@ class Run:
         """The same run key :class:`otel_stall.trace.TraceAnalyzer` uses."""
         self.span = span
         """The live run span (agent span or trace root) while it is open, if seen here."""
+        self.context = None if span is None else span.get_span_context()
+        """The run span's context, if seen here: what log-based events are correlated with."""
         self.lock = threading.Lock()
         self.detector: RunDetector | None = None
         self.registered = False
@@ -364,8 +367,9 @@ class RunTable:
             if root is None and trace_id in self.ended:
                 return None  # a span that ended after its trace's root: as after eviction
             run = Run(trace_id, None, root)
-        elif run.span is None:
+        elif run.span is None and root is not None:
             run.span = root  # created by a remote-parented span before this root started
+            run.context = root.get_span_context()
         if root is not None:
             roots[trace_id] = run
         return run

@@ -18,6 +18,7 @@ OTEL_STALL_RUN_TTL_SECONDS    3600        a run idle this long is finished and d
 OTEL_STALL_MAX_TRACKED_SPANS  100000      open spans whose ancestry is remembered
 OTEL_STALL_RUN_REPORT_SIZE    1000        ledger rows and findings a live run's report keeps
 OTEL_STALL_LIVE_EVENTS        true        add ``stall.detected`` to the open run span
+OTEL_STALL_EVENT_SIGNAL       span        ``stall.detected`` as span events, logs, logs/dup
 OTEL_STALL_RAISE_ERRORS       (auto)      re-raise internal errors; auto = under pytest
 ============================  ==========  ==============================================
 """
@@ -38,6 +39,7 @@ from otel_stall._env import (
     parse_int,
     resolve,
 )
+from otel_stall.log_events import EventSignal, parse_signal
 
 PYTEST_ENV: Final = "PYTEST_CURRENT_TEST"
 """Set by pytest while a test runs: internal errors are re-raised there by default."""
@@ -79,6 +81,15 @@ class ProcessorSettings:
     """
     live_events: bool = env_field(True, "LIVE_EVENTS", parse_bool, "true or false")
     """Add ``stall.detected`` events to the run span while it is open."""
+    event_signal: EventSignal = env_field(
+        "span", "EVENT_SIGNAL", parse_signal, "span, logs or logs/dup"
+    )
+    """Where ``stall.detected`` goes: span events, log-based events (the Logs API), or both.
+
+    OpenTelemetry is deprecating span events in favour of log records with an
+    event name; ``logs/dup`` eases the move, as the semantic conventions' own
+    opt-in does.
+    """
     raise_errors: bool | None = env_field(
         None, "RAISE_ERRORS", _parse_optional_bool, "true, false or auto"
     )

@@ -53,17 +53,19 @@ def instrumented_run(
     metrics: str = "none",
     sampler: tuple[str, str] | None = None,
     config_file: str | None = None,
+    event_signal: str = "span",
 ) -> subprocess.CompletedProcess[str]:
     """Run APP under ``opentelemetry-instrument``, exporting over OTLP/gRPC to ``receiver``.
 
     ``sampler`` is ``OTEL_TRACES_SAMPLER`` and its argument; ``config_file`` is
-    ``OTEL_CONFIG_FILE``.
+    ``OTEL_CONFIG_FILE``. Log records go to the console when ``event_signal`` asks for them.
     """
     env = {
         "OTEL_TRACES_EXPORTER": exporters,
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
         "OTEL_METRICS_EXPORTER": metrics,
-        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none" if event_signal == "span" else "console",
+        "OTEL_STALL_EVENT_SIGNAL": event_signal,
         "OTEL_STALL_RAISE_ERRORS": "true",
     }
     if select:
@@ -134,18 +136,40 @@ def test_with_the_recording_sampler_a_run_nobody_exports_is_still_detected() -> 
     assert totals["stall.findings"] > 0
 
 
+@pytest.mark.skipif(not SDK_HAS_HOOK, reason="the configurator hook needs opentelemetry-sdk 1.40")
+def test_selected_its_log_based_events_reach_the_sdks_logger_provider() -> None:
+    """With logs/dup, each finding event on the run span is also a log record in its context."""
+    with GrpcReceiver() as receiver:
+        done = instrumented_run(receiver, "otlp", select=True, event_signal="logs/dup")
+        spans = arrived_once(receiver)
+    (agent,) = (s for s in spans if s.name.startswith("invoke_agent"))
+    on_span = sorted((e.attributes["stall.kind"], e.attributes["stall.seq"]) for e in agent.events)
+    records = console_documents(done.stdout)
+    logged = sorted((r["attributes"]["stall.kind"], r["attributes"]["stall.seq"]) for r in records)
+    assert logged == on_span != []
+    assert {r["event_name"] for r in records} == {"stall.detected"}
+    assert {r["span_id"] for r in records} == {f"0x{agent.span_id}"}
+
+
+def console_documents(stdout: str) -> list[dict[str, Any]]:
+    """The JSON documents a console exporter printed, in order."""
+    decoder = json.JSONDecoder()
+    text, at = stdout.strip(), 0
+    documents: list[dict[str, Any]] = []
+    while at < len(text):
+        document, at = decoder.raw_decode(text, at)
+        documents.append(document)
+        while at < len(text) and text[at].isspace():
+            at += 1
+    return documents
+
+
 def counter_totals(stdout: str) -> dict[str, float]:
     """Each counter's total over its points, from the console metric exporter's last export.
 
     Counters are cumulative, so the last export holds the whole run.
     """
-    decoder = json.JSONDecoder()
-    text, at = stdout.strip(), 0
-    document: dict[str, Any] = {}
-    while at < len(text):
-        document, at = decoder.raw_decode(text, at)
-        while at < len(text) and text[at].isspace():
-            at += 1
+    document = console_documents(stdout)[-1]
     totals: dict[str, float] = {}
     for resource in document["resource_metrics"]:
         for scope in resource["scope_metrics"]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from otel_stall._env import ConfigError
@@ -51,6 +53,7 @@ def test_raise_errors_auto(value: str, expected: bool | None) -> None:
         ({"OTEL_STALL_MAX_RUNS": "many"}, "OTEL_STALL_MAX_RUNS='many' is invalid"),
         ({"OTEL_STALL_REDACT": "maybe"}, "set it to true or false"),
         ({"OTEL_STALL_RUN_TTL_SECONDS": "soon"}, "a number of seconds"),
+        ({"OTEL_STALL_EVENT_SIGNAL": "traces"}, "span, logs or logs/dup"),
     ],
 )
 def test_bad_env_values_say_how_to_fix(env: dict[str, str], fragment: str) -> None:
@@ -92,6 +95,7 @@ def test_env_vars_document_every_knob() -> None:
         "OTEL_STALL_RUN_REPORT_SIZE",
         "OTEL_STALL_MAX_REMEMBERED_CALLS",
         "OTEL_STALL_LIVE_EVENTS",
+        "OTEL_STALL_EVENT_SIGNAL",
         "OTEL_STALL_RAISE_ERRORS",
         "OTEL_STALL_WARN_AT",
         "OTEL_STALL_BREAK_AT",
@@ -99,6 +103,12 @@ def test_env_vars_document_every_knob() -> None:
         "OTEL_STALL_REFUSED_MARKERS",
     ):
         assert name in ENV_VARS
+
+
+def test_the_readme_documents_every_variable() -> None:
+    """Each OTEL_STALL_* variable the code reads is in the README."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert [name for name in ENV_VARS if f"`{name}`" not in readme] == []
 
 
 def test_processor_arguments_override_settings() -> None:
