@@ -86,22 +86,40 @@ def arrived_once(receiver: GrpcReceiver) -> list[ReceivedSpan]:
     return spans
 
 
+def exported(
+    exporters: str = "otlp", *, select: bool = True, **options: Any
+) -> tuple[subprocess.CompletedProcess[str], list[ReceivedSpan]]:
+    """One instrumented run against a fresh receiver: its output, and its spans (each once)."""
+    with GrpcReceiver() as receiver:
+        done = instrumented_run(receiver, exporters, select=select, **options)
+        return done, arrived_once(receiver)
+
+
+def agent_span(spans: list[ReceivedSpan]) -> ReceivedSpan:
+    """The run's one agent span."""
+    (agent,) = (s for s in spans if s.name.startswith("invoke_agent"))
+    return agent
+
+
+needs_hook = pytest.mark.skipif(
+    not SDK_HAS_HOOK, reason="the configurator hook needs opentelemetry-sdk 1.40"
+)
+
+
 def test_the_entry_point_is_registered() -> None:
     """opentelemetry-instrument finds the configurator under the name users select."""
     found = {ep.name: ep for ep in entry_points(group="opentelemetry_configurator")}
     assert found[NAME].load() is StallConfigurator
 
 
-@pytest.mark.skipif(not SDK_HAS_HOOK, reason="the configurator hook needs opentelemetry-sdk 1.40")
+@needs_hook
 @pytest.mark.parametrize("exporters", ["otlp", "otlp,console"])
 def test_selected_it_wraps_the_exporters_and_each_span_leaves_once(exporters: str) -> None:
     """Every span is exported once, enriched; with two exporters detection still runs once."""
-    with GrpcReceiver() as receiver:
-        done = instrumented_run(receiver, exporters, select=True)
-        spans = arrived_once(receiver)
+    done, spans = exported(exporters)
     tools = [s for s in spans if s.name == "execute_tool search"]
     assert sorted(t.attributes["stall.seq"] for t in tools) == list(range(1, ROUNDS + 1))
-    (agent,) = (s for s in spans if s.name.startswith("invoke_agent"))
+    agent = agent_span(spans)
     assert agent.attributes["stall.verdict"] == "break"
     findings = [(e.attributes["stall.kind"], e.attributes["stall.seq"]) for e in agent.events]
     assert findings
@@ -110,20 +128,18 @@ def test_selected_it_wraps_the_exporters_and_each_span_leaves_once(exporters: st
         assert done.stdout.count('"stall.verdict": "break"') == 1
 
 
-@pytest.mark.skipif(not SDK_HAS_HOOK, reason="the configurator hook needs opentelemetry-sdk 1.40")
+@needs_hook
 def test_selected_its_metrics_reach_the_sdks_meter_provider() -> None:
     """The processor is built before the SDK sets the meter provider; its counters still export."""
-    with GrpcReceiver() as receiver:
-        done = instrumented_run(receiver, "otlp", select=True, metrics="console")
-        spans = arrived_once(receiver)
-    (agent,) = (s for s in spans if s.name.startswith("invoke_agent"))
+    done, spans = exported(metrics="console")
+    agent = agent_span(spans)
     totals = counter_totals(done.stdout)
     assert totals["stall.tool_calls"] == ROUNDS
     assert totals["stall.runs"] == 1
     assert totals["stall.findings"] == len(agent.events) > 0  # one count per finding event
 
 
-@pytest.mark.skipif(not SDK_HAS_HOOK, reason="the configurator hook needs opentelemetry-sdk 1.40")
+@needs_hook
 def test_with_the_recording_sampler_a_run_nobody_exports_is_still_detected() -> None:
     """OTEL_TRACES_SAMPLER=otel_stall_parentbased_traceidratio at 0: nothing leaves, all is seen."""
     sampler = ("otel_stall_parentbased_traceidratio", "0")
@@ -136,13 +152,11 @@ def test_with_the_recording_sampler_a_run_nobody_exports_is_still_detected() -> 
     assert totals["stall.findings"] > 0
 
 
-@pytest.mark.skipif(not SDK_HAS_HOOK, reason="the configurator hook needs opentelemetry-sdk 1.40")
+@needs_hook
 def test_selected_its_log_based_events_reach_the_sdks_logger_provider() -> None:
     """With logs/dup, each finding event on the run span is also a log record in its context."""
-    with GrpcReceiver() as receiver:
-        done = instrumented_run(receiver, "otlp", select=True, event_signal="logs/dup")
-        spans = arrived_once(receiver)
-    (agent,) = (s for s in spans if s.name.startswith("invoke_agent"))
+    done, spans = exported(event_signal="logs/dup")
+    agent = agent_span(spans)
     on_span = sorted((e.attributes["stall.kind"], e.attributes["stall.seq"]) for e in agent.events)
     records = console_documents(done.stdout)
     logged = sorted((r["attributes"]["stall.kind"], r["attributes"]["stall.seq"]) for r in records)
@@ -182,9 +196,7 @@ def counter_totals(stdout: str) -> dict[str, float]:
 @pytest.mark.skipif(SDK_HAS_HOOK, reason="this SDK has the configurator hook")
 def test_selected_on_an_sdk_without_the_hook_it_exports_plainly_and_says_why() -> None:
     """Before SDK 1.40 the set-up goes on without otel-stall, and stderr says how to fix it."""
-    with GrpcReceiver() as receiver:
-        done = instrumented_run(receiver, "otlp", select=True)
-        spans = arrived_once(receiver)
+    done, spans = exported()
     assert not any(k.startswith("stall.") for s in spans for k in s.attributes)
     assert "needs opentelemetry-sdk 1.40" in done.stderr
 
@@ -200,9 +212,7 @@ def test_selected_with_a_config_file_it_says_the_sdk_ignores_it() -> None:
 
 def test_not_selected_it_is_the_sdks_default_set_up() -> None:
     """Without OTEL_PYTHON_CONFIGURATOR=otel_stall, spans leave as the SDK alone would send them."""
-    with GrpcReceiver() as receiver:
-        instrumented_run(receiver, "otlp", select=False)
-        spans = arrived_once(receiver)
+    _, spans = exported(select=False)
     assert not any(k.startswith("stall.") for s in spans for k in s.attributes)
 
 
