@@ -457,7 +457,7 @@ class StallSpanProcessor(SpanProcessor):
 
     def _model(self, span: ReadableSpan, run: Run | None, trace_id: int) -> None:
         """A model call opens a round at its start, as the batch analysis orders it."""
-        run = self._use(run, trace_id)
+        run = self._use(run, trace_id) if run is not None else self._use_by_parent(span, trace_id)
         if run is None:
             return
         call = self.conventions.model_call(span_record(span), run.run_key)
@@ -559,7 +559,8 @@ class StallSpanProcessor(SpanProcessor):
         run: Run | None,
     ) -> dict[str, Any] | None:
         """Feed one ended tool span to its run; the ``stall.*`` attributes for its copy."""
-        run = self._use(run, ctx.trace_id)
+        trace_id = ctx.trace_id
+        run = self._use(run, trace_id) if run is not None else self._use_by_parent(span, trace_id)
         if run is None:
             return None
         status = span.status
@@ -597,6 +598,11 @@ class StallSpanProcessor(SpanProcessor):
         if findings:
             self._deliver(findings, run, call.end_ns)
         return tool_span_attributes(row)
+
+    def _use_by_parent(self, span: ReadableSpan, trace_id: int) -> Run | None:
+        """The run of a span with no known run: none if begun under an ended agent span."""
+        parent = span.parent
+        return self._use(None, trace_id, None if parent is None else parent.span_id)
 
     def _run_ended(
         self, span: ReadableSpan, owned: Run, extra: dict[str, Any]

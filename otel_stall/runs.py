@@ -36,7 +36,8 @@ _OTHER: Final = Role.OTHER
 TOUCH: Final = 1.0
 """Seconds within which a run is not moved in the LRU order again (saves a lock)."""
 ENDED_ROOTS: Final = 4096
-"""How many ended trace roots are remembered, so late spans do not reopen their trace."""
+"""How many ended trace roots (and agent spans) are remembered, so late spans do not reopen
+their trace (or open a trace run in place of their agent's)."""
 PENDING_FINDINGS: Final = 128
 """Findings a run keeps for its span's copy when they could not go on the open span."""
 
@@ -171,6 +172,8 @@ class RunTable:
         agent root's own run: every span of its trace is inside it)."""
         self.ended: OrderedDict[int, None] = OrderedDict()
         """Trace ids of recently ended roots (oldest first), bounded by ``ENDED_ROOTS``."""
+        self.ended_agents: OrderedDict[int, None] = OrderedDict()
+        """Span ids of recently ended agent spans (oldest first), bounded by ``ENDED_ROOTS``."""
         self.finished = 0
         self.evicted = 0
         self.forgotten = 0
@@ -227,10 +230,7 @@ class RunTable:
         """Forget an ended trace root; its trace run, if one was created."""
         with self.lock:
             found = self.roots.pop(trace_id, None)
-            ended = self.ended
-            ended[trace_id] = None
-            if len(ended) > ENDED_ROOTS:
-                ended.popitem(last=False)
+            _remember(self.ended, trace_id)
             if isinstance(found, Run):
                 return found
             return self.runs.get((trace_id, None))
@@ -271,13 +271,17 @@ class RunTable:
 
     # -- runs ----------------------------------------------------------------
 
-    def use(self, run: Run | None, trace_id: int) -> Run | None:
+    def use(self, run: Run | None, trace_id: int, parent_id: int | None = None) -> Run | None:
         """Resolve a run (``None``: the trace's run, created if needed), register and touch it.
 
-        ``None`` when the run already ended or was evicted (possibly by this very call).
+        ``None`` when the run already ended or was evicted (possibly by this very call),
+        and for a span with no known run begun under an agent span that has ended
+        (``parent_id``): its run is over, and the trace's is not its run.
         """
         now = self.clock()
         if run is None:
+            if parent_id in self.ended_agents:
+                return None
             found = self.roots.get(trace_id)
             run = found if isinstance(found, Run) else self.runs.get((trace_id, None))
         if run is not None and run.registered and not run.evicted and now - run.last < TOUCH:
@@ -305,13 +309,22 @@ class RunTable:
         return None if run.evicted else run  # the bound may have evicted this very run
 
     def end_run(self, run: Run) -> bool:
-        """Remove a run whose run span ended; false if it was never used (nothing to finish)."""
+        """Remove a run whose run span ended; false if it was never used (nothing to finish).
+
+        An agent span's id is remembered a while: see :meth:`use`.
+        """
+        agent = run.span_id
         if not run.registered:
-            # Never used (an agent span with no tool or model call): no lock.
+            # Never used (an agent span with no tool or model call).
             run.evicted = True
             if not run.registered:
+                if agent is not None:
+                    with self.lock:
+                        _remember(self.ended_agents, agent)
                 return False
         with self.lock:
+            if agent is not None:
+                _remember(self.ended_agents, agent)
             if run.registered and self.runs.get(run.key) is run:
                 del self.runs[run.key]
                 self.finished += 1
@@ -355,6 +368,7 @@ class RunTable:
         self.spans.clear()
         self.roots.clear()
         self.ended.clear()
+        self.ended_agents.clear()
 
     def _trace_run(self, trace_id: int) -> Run | None:
         """Under the lock: the trace's run, created on first use; ``None`` if it ended."""
@@ -388,6 +402,13 @@ class RunTable:
             out.append(first)
         self.evicted += len(out)
         return out
+
+
+def _remember(ended: OrderedDict[int, None], key: int) -> None:
+    """Under the table lock: note ``key`` as ended, forgetting the oldest past ``ENDED_ROOTS``."""
+    ended[key] = None
+    if len(ended) > ENDED_ROOTS:
+        ended.popitem(last=False)
 
 
 __all__ = ["ENDED_ROOTS", "PENDING_FINDINGS", "TOUCH", "Node", "Run", "RunTable"]

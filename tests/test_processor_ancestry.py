@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from opentelemetry import trace
 from stall_pipeline import STYLES, Agent, Call, events, make_pipeline, stall
 
 from otel_stall.attributes import StallAttributes as S
@@ -65,3 +67,26 @@ def test_tool_ending_after_its_trace_root_passes_through() -> None:
     stats = pipe.processor.stats()
     assert (stats.active_runs, stats.tracked_spans) == (0, 0)
     assert events(pipe.one("POST /chat")) == []
+
+
+@pytest.mark.parametrize("classified", ["at start", "at end"])
+def test_a_tool_span_started_after_its_agent_ended_passes_through(classified: str) -> None:
+    """Under a plain root, a tool span begun after its agent span ended opens no trace run."""
+    pipe = make_pipeline()
+    agent = Agent(pipe.tracer, GENAI)
+    name, attrs = GENAI.tool(SEARCH.tool, SEARCH.args, SEARCH.result)
+    with pipe.tracer.start_as_current_span("POST /ask"):
+        with agent.run() as agent_span:
+            agent.round(SEARCH)
+        inside = trace.set_span_in_context(agent_span)  # a task that outlived the agent
+        if classified == "at start":
+            late = pipe.tracer.start_span(name, context=inside, attributes=attrs)
+        else:  # the tool's attributes arrive just before it ends
+            late = pipe.tracer.start_span(name, context=inside)
+            late.set_attributes(attrs)
+        late.end()
+    assert [stall(s).get(S.SEQ) for s in pipe.named(name)] == [1, None]
+    assert stall(pipe.one("POST /ask")) == {}  # no run of its own on the root
+    stats = pipe.processor.stats()
+    assert (stats.active_runs, stats.finished_runs) == (0, 1)
+    assert pipe.metric_total("stall.runs") == 1
