@@ -39,7 +39,7 @@ from otel_stall._env import (
     parse_int,
     resolve,
 )
-from otel_stall.log_events import EventSignal, parse_signal
+from otel_stall.log_events import SIGNALS, EventSignal, parse_signal
 
 PYTEST_ENV: Final = "PYTEST_CURRENT_TEST"
 """Set by pytest while a test runs: internal errors are re-raised there by default."""
@@ -111,6 +111,11 @@ class ProcessorSettings:
             self.run_report_size >= 1,
             "run_report_size",
             "must be at least 1 (the default is 1000)",
+        )
+        check(
+            self.event_signal in SIGNALS,
+            "event_signal",
+            f"must be one of {', '.join(SIGNALS)} (the default is span)",
         )
 
     @classmethod

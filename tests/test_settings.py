@@ -70,9 +70,10 @@ def test_bad_env_values_say_how_to_fix(env: dict[str, str], fragment: str) -> No
         ({"run_ttl_seconds": 0}, "run_ttl_seconds"),
         ({"max_tracked_spans": 0}, "max_tracked_spans"),
         ({"run_report_size": 0}, "run_report_size"),
+        ({"event_signal": "traces"}, "event_signal"),
     ],
 )
-def test_invalid_values_are_rejected(kwargs: dict[str, float], name: str) -> None:
+def test_invalid_values_are_rejected(kwargs: dict[str, object], name: str) -> None:
     """Bounds that cannot work are refused with the setting's name."""
     with pytest.raises(ConfigError, match=name):
         ProcessorSettings(**kwargs)  # type: ignore[arg-type]
