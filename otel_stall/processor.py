@@ -20,7 +20,9 @@ and after the fact:
   only the outermost one counts;
 * model calls open a round when they start, tool calls are fed when they end;
 * findings fired while the run span is open become ``stall.detected`` events
-  on it; findings fired when the last round closes at run end go on its copy.
+  on it; findings fired when the last round closes at run end go on its copy
+  (and each can be a log record instead, or as well: :mod:`otel_stall.log_events`);
+* the copies obey the provider's span limits, as if set on the live span.
 
 Ancestry is tracked from ``on_start`` using the attributes a span has when it
 starts (the GenAI conventions ask instrumentations to set
