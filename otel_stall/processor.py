@@ -8,7 +8,8 @@ processors (a ``BatchSpanProcessor`` with an exporter, typically): it forwards
 tool span and run span: an :class:`~otel_stall.spans.EnrichedSpan`, which
 reads through to the ended span's public properties and carries its own
 attributes and events. Every other span is forwarded as the very same object
-after one role lookup.
+after one role lookup. A copy obeys the provider's span limits, as if its
+``stall.*`` attributes and events had been set on the live span.
 
 Semantics match :mod:`otel_stall.trace` (the batch analysis used by replay and
 the gateway), so a complete trace gets the same verdicts and attributes live
@@ -21,8 +22,7 @@ and after the fact:
 * model calls open a round when they start, tool calls are fed when they end;
 * findings fired while the run span is open become ``stall.detected`` events
   on it; findings fired when the last round closes at run end go on its copy
-  (and each can be a log record instead, or as well: :mod:`otel_stall.log_events`);
-* the copies obey the provider's span limits, as if set on the live span.
+  (and each can be a log record instead, or as well: :mod:`otel_stall.log_events`).
 
 Ancestry is tracked from ``on_start`` using the attributes a span has when it
 starts (the GenAI conventions ask instrumentations to set
