@@ -378,7 +378,12 @@ class StallSpanProcessor(SpanProcessor):
             raise failure
 
     def shutdown(self) -> None:
-        """Finish every tracked run (so their metrics are recorded), then shut downstream."""
+        """Finish every tracked run (so their metrics are recorded), then shut downstream.
+
+        From now on spans are only forwarded: a span that ends later would otherwise
+        open a new run that nothing finishes, and count it twice.
+        """
+        self._enabled = False
         try:
             runs = self._table.clear()
             for run in runs:

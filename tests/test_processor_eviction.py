@@ -5,9 +5,13 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from stall_pipeline import STYLES, Agent, Call, make_pipeline, stall
 
 from otel_stall.attributes import StallAttributes as S
+from otel_stall.processor import StallSpanProcessor
 from otel_stall.settings import ProcessorSettings
 
 GENAI = STYLES[0]
@@ -135,3 +139,44 @@ def test_a_root_agents_forgotten_entry_leaves_its_spans_in_its_run() -> None:
     assert (run[S.TOOL_CALLS], run[S.ROUNDS]) == (2, 2)
     stats = pipe.processor.stats()
     assert (stats.active_runs, stats.finished_runs) == (0, 1)
+
+
+class Keep(SpanProcessor):
+    """Keeps every span it is handed, whatever its state."""
+
+    def __init__(self) -> None:
+        self.ended: list[ReadableSpan] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.ended.append(span)
+
+
+def test_after_shutdown_spans_pass_through_and_open_no_run() -> None:
+    """Spans that end after shutdown are forwarded unchanged; no run is opened or counted."""
+    kept, reader = Keep(), InMemoryMetricReader()
+    processor = StallSpanProcessor(kept, meter_provider=MeterProvider([reader]))
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    agent = Agent(provider.get_tracer("agent"), GENAI)
+    loop = Call("search", {"q": "same"}, {"hits": [1]})
+    with agent.run():
+        agent.round(loop)
+        processor.shutdown()  # finishes the open run
+        ended = len(kept.ended)
+        for _ in range(3):
+            agent.round(loop)
+    late = kept.ended[ended:]
+    assert [s.name for s in late][-1] == "invoke_agent researcher"
+    assert all(stall(s) == {} for s in late)
+    assert processor.stats().active_runs == 0
+    data = reader.get_metrics_data()
+    assert data is not None
+    runs = [
+        point.value  # type: ignore[union-attr]
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "stall.runs"
+        for point in metric.data.data_points
+    ]
+    assert runs == [1]
