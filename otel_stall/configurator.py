@@ -31,11 +31,13 @@ import logging
 import os
 from typing import Any, Final
 
+from opentelemetry import trace
 from opentelemetry.sdk import environment_variables
 from opentelemetry.sdk._configuration import _initialize_components, _OTelSDKConfigurator
-from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from otel_stall.installer import adopt
 from otel_stall.processor import StallSpanProcessor
 
 logger = logging.getLogger("otel_stall")
@@ -82,6 +84,11 @@ class StallConfigurator(_OTelSDKConfigurator):
                     NAME,
                 )
         super()._configure(**kwargs)  # type: ignore[no-untyped-call]  # the SDK leaves it untyped
+        wrapper = kwargs.get(_HOOK)
+        if isinstance(wrapper, ExporterWrapper) and wrapper.processor is not None:
+            provider = trace.get_tracer_provider()
+            if isinstance(provider, TracerProvider):
+                adopt(provider, wrapper.processor)  # install() in the app then returns it
 
 
 class ExporterWrapper:

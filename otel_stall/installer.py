@@ -35,6 +35,18 @@ _installed: weakref.WeakKeyDictionary[TracerProvider, StallSpanProcessor] = (
 )
 _lock = threading.Lock()
 
+
+def adopt(provider: TracerProvider, processor: StallSpanProcessor) -> None:
+    """Record ``processor`` as the one on ``provider``, installed by other means.
+
+    The ``otel_stall`` configurator calls this, so that :func:`install` in the
+    same process returns its processor instead of stacking a second one, which
+    would export every span twice and add every event twice.
+    """
+    with _lock:
+        _installed.setdefault(provider, processor)
+
+
 _ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 _TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 _PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
@@ -138,7 +150,8 @@ def install(
     ``OTEL_STALL_*`` unless given. ``span_limits`` are those ``provider`` was
     given in code, if any (a provider install() creates gets them too): the
     enriched copies obey them. Installing twice on one provider returns the
-    processor already installed.
+    processor already installed, and so does installing on the provider that
+    ``OTEL_PYTHON_CONFIGURATOR=otel_stall`` set up.
     """
     target = _sdk_provider(provider, environ, span_limits)
     with _lock:
@@ -169,4 +182,4 @@ def install(
         return processor
 
 
-__all__ = ["install", "otlp_exporter_from_env"]
+__all__ = ["adopt", "install", "otlp_exporter_from_env"]

@@ -54,11 +54,13 @@ def instrumented_run(
     sampler: tuple[str, str] | None = None,
     config_file: str | None = None,
     event_signal: str = "span",
+    prelude: str = "",
 ) -> subprocess.CompletedProcess[str]:
     """Run APP under ``opentelemetry-instrument``, exporting over OTLP/gRPC to ``receiver``.
 
     ``sampler`` is ``OTEL_TRACES_SAMPLER`` and its argument; ``config_file`` is
     ``OTEL_CONFIG_FILE``. Log records go to the console when ``event_signal`` asks for them.
+    ``prelude`` is code the app runs first.
     """
     env = {
         "OTEL_TRACES_EXPORTER": exporters,
@@ -75,7 +77,7 @@ def instrumented_run(
     if config_file is not None:
         env["OTEL_CONFIG_FILE"] = config_file
     instrument = Path(sys.executable).with_name("opentelemetry-instrument")
-    return run_python(["-c", APP], env=env, launcher=[str(instrument)])
+    return run_python(["-c", prelude + APP], env=env, launcher=[str(instrument)])
 
 
 def arrived_once(receiver: GrpcReceiver) -> list[ReceivedSpan]:
@@ -126,6 +128,22 @@ def test_selected_it_wraps_the_exporters_and_each_span_leaves_once(exporters: st
     assert len(findings) == len(set(findings))  # not once per exporter
     if "console" in exporters:  # the second exporter saw the enriched run span too
         assert done.stdout.count('"stall.verdict": "break"') == 1
+
+
+INSTALL = "import otel_stall; print(type(otel_stall.install()).__name__)\n"
+"""An app that also calls install(), as code written for runs without auto-instrumentation does."""
+
+
+@needs_hook
+def test_install_in_the_app_returns_the_configurators_processor() -> None:
+    """install() under the configurator adds nothing: each span still leaves once, enriched."""
+    done, spans = exported(prelude=INSTALL)
+    assert done.stdout.splitlines()[0] == "StallSpanProcessor"
+    assert agent_span(spans).attributes["stall.verdict"] == "break"
+    findings = [
+        (e.attributes["stall.kind"], e.attributes["stall.seq"]) for e in agent_span(spans).events
+    ]
+    assert len(findings) == len(set(findings)) > 0  # not added by two processors
 
 
 @needs_hook
