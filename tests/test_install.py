@@ -181,7 +181,7 @@ def test_install_on_the_global_provider(sampler: str, runs: int, described: str)
     script = textwrap.dedent(
         """
         from opentelemetry import trace
-        from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+        from opentelemetry.sdk.trace import TracerProvider
         import otel_stall as inst
 
         processor = inst.install()
