@@ -29,9 +29,8 @@ import time
 from typing import Final, Literal
 
 from opentelemetry import _logs as logs_api
-from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, SeverityNumber
-from opentelemetry.trace import NonRecordingSpan, SpanContext
+from opentelemetry.context import Context
 
 from otel_stall._version import __version__
 from otel_stall.attributes import StallEventAttributes
@@ -72,13 +71,13 @@ class FindingEvents:
         # later (as auto-instrumentation does, after building the processors) still gets them.
         self._logger = logs_api.get_logger("otel_stall", __version__, logger_provider)
 
-    def emit(self, finding: Finding, run_span: SpanContext, when: int) -> None:
-        """One log record for one finding, at the time it fired."""
+    def emit(self, finding: Finding, run_span: Context, when: int) -> None:
+        """One log record for one finding, at the time it fired, in the run span's context."""
         severity, text = _SEVERITY[finding.action]
         self._logger.emit(
             timestamp=when,
             observed_timestamp=time.time_ns(),
-            context=trace.set_span_in_context(NonRecordingSpan(run_span)),
+            context=run_span,
             severity_number=severity,
             severity_text=text,
             attributes=finding_event_attributes(finding),

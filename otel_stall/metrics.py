@@ -1,7 +1,9 @@
 """The ``stall.*`` counters, through the OpenTelemetry Metrics API.
 
 Counters, not gauges, so Prometheus can alert on ``increase()`` over a window
-and several processes (or gateways) add up.
+and several processes (or gateways) add up. Findings and finished runs are
+recorded in the run span's context when the caller has it, so the SDK's
+exemplars point from a spike in ``stall.findings`` to the stalled run's trace.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from opentelemetry import metrics
+from opentelemetry.context import Context
 
 from otel_stall._version import __version__
 from otel_stall.attributes import GenAIAttributes as GenAI
@@ -46,8 +49,8 @@ class StallMetrics:
             },
         )
 
-    def record_finding(self, finding: Finding) -> None:
-        """Count one finding."""
+    def record_finding(self, finding: Finding, context: Context | None = None) -> None:
+        """Count one finding, in ``context`` (the run span's) if given, else the current one."""
         self._findings.add(
             1,
             {
@@ -55,11 +58,12 @@ class StallMetrics:
                 Event.ACTION: finding.action.value,
                 GenAI.TOOL_NAME: finding.tool,
             },
+            context,
         )
 
-    def record_run(self, report: RunReport) -> None:
-        """Count one finished run."""
-        self._runs.add(1, {Stall.VERDICT: report.verdict.value})
+    def record_run(self, report: RunReport, context: Context | None = None) -> None:
+        """Count one finished run, in ``context`` (the run span's) if given."""
+        self._runs.add(1, {Stall.VERDICT: report.verdict.value}, context)
 
     def record_report(self, report: RunReport) -> None:
         """Count a whole finished run at once: its rows, findings and verdict.

@@ -59,7 +59,7 @@ from opentelemetry._logs import LoggerProvider
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits, SpanProcessor
-from opentelemetry.trace import SpanContext, StatusCode
+from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode, set_span_in_context
 
 from otel_stall.attributes import StallEventAttributes
 from otel_stall.conventions import (
@@ -694,7 +694,7 @@ class StallSpanProcessor(SpanProcessor):
                 },
             )
             run.report = report
-        self._metrics.record_run(report)
+        self._metrics.record_run(report, _run_context(run))
         return report, new
 
     def _detector(self, run: Run) -> RunDetector:
@@ -723,10 +723,7 @@ class StallSpanProcessor(SpanProcessor):
         """Outside every lock: log-based events, metrics and the user's callback."""
         callback = self.on_finding
         log_events = self._log_events
-        if log_events is not None:
-            # The run span's context; a trace run whose root was never seen here has
-            # only its trace id.
-            context = run.context or SpanContext(run.trace_id, run.span_id or 0, False)
+        context = _run_context(run)
         for finding in findings:
             if log_events is not None:
                 try:
@@ -735,7 +732,7 @@ class StallSpanProcessor(SpanProcessor):
                     failure = self._error("log-based event", exc)
                     if failure is not None:
                         raise failure from None
-            self._metrics.record_finding(finding)
+            self._metrics.record_finding(finding, context)
             if callback is not None:
                 try:
                     callback(finding)
@@ -823,6 +820,15 @@ def _is_noop(hook: Callable[..., Any] | None) -> bool:
         return True
     code = getattr(hook, "__code__", None)
     return code is not None and _steps(code) == _EMPTY_STEPS
+
+
+def _run_context(run: Run) -> Context:
+    """A context whose span is the run span: log records and exemplars point at the run.
+
+    A trace run whose root was never seen here has only its trace id.
+    """
+    span_context = run.context or SpanContext(run.trace_id, run.span_id or 0, False)
+    return set_span_in_context(NonRecordingSpan(span_context))
 
 
 def _status_code(code: StatusCode) -> int:

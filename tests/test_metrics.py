@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from stall_pipeline import STYLES, Agent, Call, make_pipeline
 
 from otel_stall.detector import detect
 from otel_stall.metrics import StallMetrics
@@ -52,3 +54,28 @@ def test_record_report_matches_per_row_recording(
     assert batched == _recorded(_per_row, report)
     calls = sum(v for (name, _), v in batched.items() if name == "stall.tool_calls")
     assert calls == report.tool_calls
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["under the agent", "under a step"])
+def test_exemplars_point_at_the_run_span(nested: bool) -> None:
+    """Findings and finished runs are counted in the run span's context, wherever they fire."""
+    pipe = make_pipeline()
+    agent = Agent(pipe.tracer, STYLES[0])
+    step = pipe.tracer.start_as_current_span("step") if nested else nullcontext()
+    with agent.run(), step:
+        for _ in range(6):  # the fifth round that learns nothing closes as the run ends
+            agent.round(Call("search", {"q": 1}, {"hits": [1]}))
+    run = pipe.one("invoke_agent researcher").context
+    assert run is not None
+    data = pipe.reader.get_metrics_data()
+    assert data is not None
+    exemplars: dict[str, set[tuple[int, int]]] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    found = exemplars.setdefault(metric.name, set())
+                    found.update((e.trace_id, e.span_id) for e in point.exemplars)  # type: ignore[misc]
+    assert pipe.findings
+    assert exemplars["stall.findings"] == {(run.trace_id, run.span_id)}
+    assert exemplars["stall.runs"] == {(run.trace_id, run.span_id)}
