@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from user_process import run_python
 
+from otel_stall.log_events import API_EMITS_EVENTS
+
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
@@ -34,6 +36,22 @@ def test_replay_file_reports_the_bundled_loop() -> None:
     assert verdict == "break"
     assert float(score) > 0.5
     assert "'repeat'" in kinds
+
+
+def test_log_events_shows_each_finding_as_a_span_event_and_a_log_record() -> None:
+    """With logs/dup each finding is on the run span and is a log record in its context."""
+    done = run_python([str(EXAMPLES / "log_events.py")])
+    lines = done.stdout.splitlines()
+    events = [line.split(": ", 1)[1] for line in lines if line.startswith("span event")]
+    records = [line.split(": ", 1)[1] for line in lines if line.startswith("log record")]
+    assert events
+    if not API_EMITS_EVENTS:  # an old Logs API: span events only, and the error says why
+        assert "needs opentelemetry-api 1.39 or later" in done.stderr
+        assert records == []
+        return
+    assert done.stderr == ""
+    assert [record.split(", ")[0] for record in records] == events
+    assert all(record.endswith("run span: True") for record in records)
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.py")))

@@ -61,7 +61,7 @@ def _run(signal: EventSignal, work: Any = _looping_agent) -> tuple[Pipeline, lis
     logs.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     pipe = make_pipeline(settings=ProcessorSettings(event_signal=signal), logger_provider=logs)
     work(pipe.tracer)
-    return pipe, [getattr(r, "log_record", r) for r in exporter.get_finished_logs()]
+    return pipe, [r.log_record for r in exporter.get_finished_logs()]
 
 
 def _span_events(pipe: Pipeline, run_span_name: str) -> Counter[Record]:
