@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,6 +29,8 @@ needs_event_api = pytest.mark.skipif(
 )
 Record = tuple[str, int, int]
 """A finding as (kind, seq, timestamp)."""
+Work = Callable[[Tracer], None]
+"""What an agent does with a tracer."""
 
 
 def _looping_agent(tracer: Tracer) -> None:
@@ -54,7 +57,7 @@ def _trace_run(tracer: Tracer) -> None:
             Agent(tracer, GENAI).tool(Call("search", {"q": 1}, {"r": 1}))
 
 
-def _run(signal: EventSignal, work: Any = _looping_agent) -> tuple[Pipeline, list[Any]]:
+def _run(signal: EventSignal, work: Work = _looping_agent) -> tuple[Pipeline, list[Any]]:
     """A pipeline with a logger provider, after ``work``; its log records."""
     exporter = InMemoryLogs()  # type: ignore[no-untyped-call]
     logs = LoggerProvider()
@@ -86,7 +89,7 @@ def _log_events(records: list[Any]) -> Counter[Record]:
     ],
     ids=["agent run", "stale to the end", "trace run"],
 )
-def test_logs_dup_emits_each_span_event_as_a_log_record(work: Any, run_span: str) -> None:
+def test_logs_dup_emits_each_span_event_as_a_log_record(work: Work, run_span: str) -> None:
     """With logs/dup, the log records are the run span's events: same findings, same times."""
     pipe, records = _run("logs/dup", work)
     on_span = _span_events(pipe, run_span)
@@ -127,7 +130,7 @@ def test_span_alone_emits_no_log_record() -> None:
     [(_looping_agent, "invoke_agent researcher"), (_trace_run, "POST /ask")],
     ids=["agent run", "trace run"],
 )
-def test_a_log_record_is_a_named_event_in_the_run_spans_context(work: Any, run_span: str) -> None:
+def test_a_log_record_is_a_named_event_in_the_run_spans_context(work: Work, run_span: str) -> None:
     """Each record names the event and carries the run span's trace and span id."""
     pipe, records = _run("logs", work)
     context = pipe.one(run_span).context
