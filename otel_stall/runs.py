@@ -313,18 +313,15 @@ class RunTable:
 
         An agent span's id is remembered a while: see :meth:`use`.
         """
-        agent = run.span_id
+        if run.span_id is not None:
+            with self.lock:
+                _remember(self.ended_agents, run.span_id)
         if not run.registered:
-            # Never used (an agent span with no tool or model call).
+            # Never used (an agent span with no tool or model call): nothing to remove.
             run.evicted = True
             if not run.registered:
-                if agent is not None:
-                    with self.lock:
-                        _remember(self.ended_agents, agent)
                 return False
         with self.lock:
-            if agent is not None:
-                _remember(self.ended_agents, agent)
             if run.registered and self.runs.get(run.key) is run:
                 del self.runs[run.key]
                 self.finished += 1

@@ -55,21 +55,26 @@ class Pipeline:
 
     def metrics(self) -> dict[tuple[str, frozenset[tuple[str, Any]]], float]:
         """Counter points by (instrument name, attribute set)."""
-        out: dict[tuple[str, frozenset[tuple[str, Any]]], float] = {}
-        data = self.reader.get_metrics_data()
-        if data is None:
-            return out
-        for rm in data.resource_metrics:
-            for sm in rm.scope_metrics:
-                for metric in sm.metrics:
-                    for point in metric.data.data_points:
-                        attrs = frozenset((point.attributes or {}).items())
-                        out[(metric.name, attrs)] = point.value  # type: ignore[union-attr]
-        return out
+        return {
+            (name, frozenset((point.attributes or {}).items())): point.value
+            for name, point in data_points(self.reader)
+        }
 
     def metric_total(self, name: str) -> float:
         """The sum of a counter over all attribute sets."""
         return sum(v for (n, _), v in self.metrics().items() if n == name)
+
+
+def data_points(reader: InMemoryMetricReader) -> Iterator[tuple[str, Any]]:
+    """Every data point the reader collects, with its instrument's name."""
+    data = reader.get_metrics_data()
+    if data is None:
+        return
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    yield metric.name, point
 
 
 def make_pipeline(

@@ -8,7 +8,7 @@ from contextlib import nullcontext
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from stall_pipeline import STYLES, Agent, Call, make_pipeline
+from stall_pipeline import STYLES, Agent, Call, data_points, make_pipeline
 
 from otel_stall.detector import detect
 from otel_stall.metrics import StallMetrics
@@ -67,15 +67,10 @@ def test_exemplars_point_at_the_run_span(nested: bool) -> None:
             agent.round(Call("search", {"q": 1}, {"hits": [1]}))
     run = pipe.one("invoke_agent researcher").context
     assert run is not None
-    data = pipe.reader.get_metrics_data()
-    assert data is not None
     exemplars: dict[str, set[tuple[int, int]]] = {}
-    for resource in data.resource_metrics:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                for point in metric.data.data_points:
-                    found = exemplars.setdefault(metric.name, set())
-                    found.update((e.trace_id, e.span_id) for e in point.exemplars)  # type: ignore[misc]
+    for name, point in data_points(pipe.reader):
+        found = exemplars.setdefault(name, set())
+        found.update((e.trace_id, e.span_id) for e in point.exemplars)
     assert pipe.findings
     assert exemplars["stall.findings"] == {(run.trace_id, run.span_id)}
     assert exemplars["stall.runs"] == {(run.trace_id, run.span_id)}

@@ -8,7 +8,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from stall_pipeline import STYLES, Agent, Call, make_pipeline, stall
+from stall_pipeline import STYLES, Agent, Call, data_points, make_pipeline, stall
 
 from otel_stall.attributes import StallAttributes as S
 from otel_stall.processor import StallSpanProcessor
@@ -169,14 +169,5 @@ def test_after_shutdown_spans_pass_through_and_open_no_run() -> None:
     assert [s.name for s in late][-1] == "invoke_agent researcher"
     assert all(stall(s) == {} for s in late)
     assert processor.stats().active_runs == 0
-    data = reader.get_metrics_data()
-    assert data is not None
-    runs = [
-        point.value  # type: ignore[union-attr]
-        for rm in data.resource_metrics
-        for sm in rm.scope_metrics
-        for metric in sm.metrics
-        if metric.name == "stall.runs"
-        for point in metric.data.data_points
-    ]
+    runs = [point.value for name, point in data_points(reader) if name == "stall.runs"]
     assert runs == [1]
