@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 
 .PHONY: demo test lint typecheck unit bench clean
 
-$(VENV)/.installed: pyproject.toml setup.py otel_stall/_canon.c otel_stall/_vendor/xxhash/xxhash.h
+$(VENV)/.installed: pyproject.toml setup.py otel_stall/core/_canon.c otel_stall/core/_vendor/xxhash/xxhash.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

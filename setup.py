@@ -11,9 +11,9 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "otel_stall._canon",
-            sources=["otel_stall/_canon.c"],
-            depends=["otel_stall/_vendor/xxhash/xxhash.h"],
+            "otel_stall.core._canon",
+            sources=["otel_stall/core/_canon.c"],
+            depends=["otel_stall/core/_vendor/xxhash/xxhash.h"],
             optional=True,
         ),
     ]

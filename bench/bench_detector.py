@@ -18,7 +18,7 @@ different (no cache hits). In one process, side by side, it times:
 Two payload mixes: ``clean`` needs no normalisation beyond key order, and
 ``noisy`` carries what real tools return (a volatile ``request_id``, newlines
 in snippets, a temp path). Where the compiled canonicaliser is built (see
-``otel_stall.signature.NATIVE_AVAILABLE``, printed first) it handles both;
+``otel_stall.core.signing.NATIVE_AVAILABLE``, printed first) it handles both;
 without it, ``noisy`` takes the Python walk. Row (p) is (b) with the compiled
 path turned off (``StallPolicy(native=False)``), for comparison.
 
@@ -37,10 +37,10 @@ import time
 import orjson
 from xxhash import xxh3_64_hexdigest as xxh3
 
-from otel_stall.detector import RunDetector
-from otel_stall.policy import StallPolicy
-from otel_stall.records import ModelCall, ToolCall
-from otel_stall.signature import NATIVE_AVAILABLE
+from otel_stall.core.detector import RunDetector
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import ModelCall, ToolCall
+from otel_stall.core.signing import NATIVE_AVAILABLE
 
 WORDS = [
     "login",

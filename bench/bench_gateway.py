@@ -27,7 +27,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_stall.demo import run_looping_agent, run_progressing_agent
-from otel_stall.gateway.sink import OtlpSink
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from otlp_sink import OtlpSink
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 ROOT = Path(__file__).resolve().parent.parent

@@ -45,13 +45,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.trace import Tracer
 
 from otel_stall.conventions import ROLE_KEYS
-from otel_stall.detector import RunDetector
-from otel_stall.enrich import tool_span_attributes
+from otel_stall.core.detector import RunDetector
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import Status, ToolCall, record_builder
+from otel_stall.core.stall_attributes import tool_span_attributes
+from otel_stall.live.enriched import EnrichedSpan
+from otel_stall.live.processor import StallSpanProcessor
 from otel_stall.metrics import StallMetrics
-from otel_stall.policy import StallPolicy
-from otel_stall.processor import StallSpanProcessor
-from otel_stall.records import Status, ToolCall, record_builder
-from otel_stall.spans import EnrichedSpan
 
 
 class NullExporter(SpanExporter):

@@ -31,11 +31,12 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
-from otel_stall.processor import StallSpanProcessor
+from otel_stall.live.processor import StallSpanProcessor
 
 SINK = """
 import sys
-from otel_stall.gateway.sink import OtlpSink
+sys.path.insert(0, "tests")
+from otlp_sink import OtlpSink
 with OtlpSink(keep=False) as sink:
     print(sink.port, flush=True)
     sys.stdin.read()  # until the bench closes it

@@ -40,12 +40,12 @@ from typing import Any
 import orjson
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from otel_stall.offline.replay import Replayer
 from otel_stall.otlp.encode import proto_to_json, python_to_any_value
-from otel_stall.replay import Replayer
 
 SPANS_PER_MESSAGE = 512
 BASELINE = (
-    "import otel_stall.replay; "
+    "import otel_stall.offline.replay; "
     "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
 )
 PAYLOAD_KEYS = frozenset({"gen_ai.tool.call.arguments", "gen_ai.tool.call.result"})
@@ -255,9 +255,9 @@ def floor_json_payloads(path: Path) -> int:
 
 def decode_only(path: Path) -> int:
     """Our decoding alone (protobuf or JSON to SpanRecord), without detection."""
-    from otel_stall.errors import InputError
+    from otel_stall.core.errors import InputError
+    from otel_stall.offline.readers import read_units
     from otel_stall.otlp.decode import spans_from_json, spans_from_proto
-    from otel_stall.otlp.read import read_units
 
     errors: list[InputError] = []
     n = 0
@@ -323,8 +323,8 @@ def export_comparison(path: Path, limit: int) -> None:
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
+    from otel_stall.offline.send import OtlpSender
     from otel_stall.otlp.decode import attributes_from_proto
-    from otel_stall.otlp.send import OtlpSender
 
     messages = []
     with path.open("rb") as f:

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_stall import StallDetected, StallPolicy, StallSpanProcessor
-from otel_stall.attributes import StallAttributes
+from otel_stall.semconv import StallAttributes
 
 
 def fetch(url: str) -> dict[str, str]:

@@ -5,19 +5,14 @@ Live: wrap your span processors in :class:`StallSpanProcessor` (or call
 OpenTelemetry-free :class:`RunDetector`.
 """
 
-from otel_stall._env import ConfigError
 from otel_stall._version import __version__
-from otel_stall.compare import Comparison, Conclusion, LoopSignature, compare_runs
 from otel_stall.conventions import Conventions, CustomConvention, Role, SpanRecord
-from otel_stall.detector import Observation, RunDetector, detect, stall_score
-from otel_stall.errors import InputError
-from otel_stall.guard import Refusal, RunStatus, StallDetected, StallGuard
-from otel_stall.installer import install
-from otel_stall.jsonl import LoadResult, load_events
-from otel_stall.otlp.exporter import OtlpJsonLinesSpanExporter
-from otel_stall.policy import DuplicateMode, StallPolicy
-from otel_stall.processor import ProcessorStats, StallSpanProcessor
-from otel_stall.records import (
+from otel_stall.core.compare import Comparison, Conclusion, LoopSignature, compare_runs
+from otel_stall.core.config import ConfigError
+from otel_stall.core.detector import Observation, RunDetector, detect, stall_score
+from otel_stall.core.errors import InputError
+from otel_stall.core.policy import DuplicateMode, StallPolicy
+from otel_stall.core.records import (
     ABSENT,
     Action,
     Finding,
@@ -29,11 +24,16 @@ from otel_stall.records import (
     ToolCall,
     Verdict,
 )
-from otel_stall.replay import Replayer, ReplayResult, replay
-from otel_stall.sampling import RecordAllSampler
-from otel_stall.settings import ProcessorSettings
-from otel_stall.signature import Content, Digests, Normaliser, Signer
-from otel_stall.trace import TraceAnalyzer, TraceResult, analyse_spans
+from otel_stall.core.signing import Content, Digests, Normaliser, Signer
+from otel_stall.live.capture import OtlpJsonLinesSpanExporter
+from otel_stall.live.guard import Refusal, RunStatus, StallDetected, StallGuard
+from otel_stall.live.install import install
+from otel_stall.live.processor import ProcessorStats, StallSpanProcessor
+from otel_stall.live.sampler import RecordAllSampler
+from otel_stall.live.settings import ProcessorSettings
+from otel_stall.offline.analysis import TraceAnalyzer, TraceResult, analyse_spans
+from otel_stall.offline.jsonl import LoadResult, load_events
+from otel_stall.offline.replay import Replayer, ReplayResult, replay
 
 __all__ = [
     "ABSENT",

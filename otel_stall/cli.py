@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, Final
 
-from otel_stall._env import ConfigError
-from otel_stall.errors import InputError
-from otel_stall.policy import StallPolicy
-from otel_stall.records import RunReport, Verdict
-from otel_stall.replay import Replayer, ReplayResult, spooled_stdin
+from otel_stall.core.config import ConfigError
+from otel_stall.core.errors import InputError
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import RunReport, Verdict
+from otel_stall.offline.replay import Replayer, ReplayResult, spooled_stdin
 
 __all__ = ["COMMANDS", "build_parser", "cmd_compare", "cmd_demo", "cmd_replay", "main"]
 
@@ -205,7 +205,7 @@ def _print_errors(errors: Sequence[InputError], stderr: IO[str]) -> None:
 
 
 def _render(result: ReplayResult, fmt: str, stdout: IO[str]) -> None:
-    from otel_stall.report import render_json, render_markdown, render_table
+    from otel_stall.offline.report import render_json, render_markdown, render_table
 
     if fmt == "json":
         stdout.write(render_json(result))
@@ -305,7 +305,7 @@ def _pick_run(spec: str, policy: StallPolicy, stderr: IO[str]) -> RunReport:
 
 def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """Compare the loops of two runs: shared loops point at the prompt or schema."""
-    from otel_stall.compare import Conclusion, compare_runs
+    from otel_stall.core.compare import Conclusion, compare_runs
 
     policy = policy_from_args(args)
     a = _pick_run(args.a, policy, stderr)
@@ -368,8 +368,8 @@ def cmd_demo(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
     from otel_stall.demo import run_looping_agent, run_progressing_agent
-    from otel_stall.otlp.exporter import OtlpJsonLinesSpanExporter
-    from otel_stall.processor import StallSpanProcessor
+    from otel_stall.live.capture import OtlpJsonLinesSpanExporter
+    from otel_stall.live.processor import StallSpanProcessor
 
     tmpdir = None
     capture = args.capture
@@ -407,7 +407,7 @@ def cmd_demo(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
 
 def _sdk_exporter(url: str) -> Any:
     """Live spans from the SDK go out with the SDK's own OTLP exporters."""
-    from otel_stall.otlp.send import is_http_url
+    from otel_stall.offline.send import is_http_url
 
     if is_http_url(url):
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

@@ -14,11 +14,11 @@ from opentelemetry import metrics
 from opentelemetry.context import Context
 
 from otel_stall._version import __version__
-from otel_stall.attributes import GenAIAttributes as GenAI
-from otel_stall.attributes import StallAttributes as Stall
-from otel_stall.attributes import StallEventAttributes as Event
-from otel_stall.attributes import StallMetricNames as Names
-from otel_stall.records import Finding, LedgerRow, RunReport
+from otel_stall.core.records import Finding, LedgerRow, RunReport
+from otel_stall.semconv import GenAIAttributes as GenAI
+from otel_stall.semconv import StallAttributes as Stall
+from otel_stall.semconv import StallEventAttributes as Event
+from otel_stall.semconv import StallMetricNames as Names
 
 
 class StallMetrics:

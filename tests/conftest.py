@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from otlp_sink import OtlpSink
 
-from otel_stall.gateway.sink import OtlpSink
-from otel_stall.jsonl import load_events
-from otel_stall.records import ModelCall, ToolCall
+from otel_stall.core.records import ModelCall, ToolCall
+from otel_stall.offline.jsonl import load_events
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -22,8 +22,8 @@ from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from otel_stall.conventions import Conventions, CustomConvention
-from otel_stall.processor import StallSpanProcessor
-from otel_stall.records import Finding
+from otel_stall.core.records import Finding
+from otel_stall.live.processor import StallSpanProcessor
 
 Attrs = dict[str, Any]
 

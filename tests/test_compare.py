@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from otel_stall.compare import Comparison, Conclusion, compare_runs, looping_signatures
-from otel_stall.detector import detect
-from otel_stall.policy import DuplicateMode, StallPolicy
-from otel_stall.records import ABSENT, ModelCall, RunReport, ToolCall
+from otel_stall.core.compare import Comparison, Conclusion, compare_runs, looping_signatures
+from otel_stall.core.detector import detect
+from otel_stall.core.policy import DuplicateMode, StallPolicy
+from otel_stall.core.records import ABSENT, ModelCall, RunReport, ToolCall
 
 Events = Callable[[str], list[ToolCall | ModelCall]]
 NO_DUP = StallPolicy(duplicate_mode=DuplicateMode.OFF)

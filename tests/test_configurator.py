@@ -17,14 +17,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otlp_receiver import GrpcReceiver, ReceivedSpan
 from user_process import run_python
 
-from otel_stall.configurator import (
+from otel_stall.live.configurator import (
     NAME,
     SDK_HAS_HOOK,
     SDK_READS_CONFIG_FILE,
     ExporterWrapper,
     StallConfigurator,
 )
-from otel_stall.processor import StallSpanProcessor
+from otel_stall.live.processor import StallSpanProcessor
 
 TESTS = Path(__file__).parent
 ROUNDS = 5

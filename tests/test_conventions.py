@@ -22,9 +22,9 @@ from stall_pipeline import (
 )
 
 from otel_stall.conventions import ROLE_KEYS, Conventions, Role
-from otel_stall.processor import span_record
-from otel_stall.records import ABSENT
-from otel_stall.records import Status as CallStatus
+from otel_stall.core.records import ABSENT
+from otel_stall.core.records import Status as CallStatus
+from otel_stall.live.processor import span_record
 
 
 def _span(attributes: dict[str, Any], *, error: bool = False, name: str = "span") -> ReadableSpan:

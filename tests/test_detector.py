@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from otel_stall.detector import RunDetector, detect, stall_score
-from otel_stall.policy import DuplicateMode, StallPolicy
-from otel_stall.records import (
+from otel_stall.core.detector import RunDetector, detect, stall_score
+from otel_stall.core.policy import DuplicateMode, StallPolicy
+from otel_stall.core.records import (
     ABSENT,
     Action,
     Kind,

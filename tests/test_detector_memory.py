@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from otel_stall.detector import RunDetector, detect
-from otel_stall.guard import StallDetected
-from otel_stall.policy import StallPolicy
-from otel_stall.records import Action, Kind, ModelCall, RunReport, ToolCall, Verdict
+from otel_stall.core.detector import RunDetector, detect
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import Action, Kind, ModelCall, RunReport, ToolCall, Verdict
+from otel_stall.live.guard import StallDetected
 
 Events = Callable[[str], list[ToolCall | ModelCall]]
 FIXTURES = [

@@ -16,13 +16,13 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from otel_stall.core.policy import StallPolicy
 from otel_stall.demo import run_looping_agent, run_progressing_agent
+from otel_stall.live.capture import OtlpJsonLinesSpanExporter
+from otel_stall.live.processor import StallSpanProcessor
+from otel_stall.offline.replay import Replayer
 from otel_stall.otlp.decode import spans_from_json
 from otel_stall.otlp.encode import traces_from_json
-from otel_stall.otlp.exporter import OtlpJsonLinesSpanExporter
-from otel_stall.policy import StallPolicy
-from otel_stall.processor import StallSpanProcessor
-from otel_stall.replay import Replayer
 
 POLICY = StallPolicy(warn_at=2, break_at=4)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from user_process import run_python
 
-from otel_stall.log_events import API_EMITS_EVENTS
+from otel_stall.live.log_events import API_EMITS_EVENTS
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

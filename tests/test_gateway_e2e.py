@@ -24,6 +24,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
     OTLPSpanExporter as HttpSpanExporter,
 )
 from opentelemetry.sdk.trace.export import SpanExportResult
+from otlp_sink import OtlpSink
 from test_gateway_support import (
     agent_spans,
     export,
@@ -35,7 +36,6 @@ from test_gateway_support import (
 )
 
 from otel_stall.gateway import Gateway, GatewayConfig
-from otel_stall.gateway.sink import OtlpSink
 from otel_stall.otlp.encode import proto_to_json
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,10 +10,10 @@ import threading
 from collections import Counter
 
 import pytest
+from otlp_sink import OtlpSink
 from test_gateway_support import agent_spans, export, scrape, value, wait_until
 
 from otel_stall.gateway import Gateway, GatewayConfig
-from otel_stall.gateway.sink import OtlpSink
 
 pytestmark = pytest.mark.e2e
 

@@ -10,17 +10,17 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from otlp_sink import OtlpSink
 from test_gateway_support import agent_spans, export, parse_prometheus, wait_until
 
-from otel_stall._env import ConfigError
 from otel_stall.cli import build_parser as cli_parser
+from otel_stall.core.config import ConfigError
 from otel_stall.gateway import Gateway, GatewayConfig
 from otel_stall.gateway.buffer import Held, TraceBuffer
 from otel_stall.gateway.flags import build_parser, config_from_args
 from otel_stall.gateway.prometheus import render
-from otel_stall.gateway.sink import OtlpSink
+from otel_stall.offline.replay import replay
 from otel_stall.otlp.encode import proto_to_json
-from otel_stall.replay import replay
 
 
 def test_gateway_enriches_exactly_like_a_replay(tmp_path: Path, sink: OtlpSink) -> None:

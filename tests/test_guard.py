@@ -10,9 +10,9 @@ import pytest
 from opentelemetry import trace
 from stall_pipeline import STYLES, Agent, Call, make_pipeline
 
-from otel_stall.guard import Refusal, StallDetected, StallGuard
-from otel_stall.policy import StallPolicy
-from otel_stall.records import Kind, Verdict
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import Kind, Verdict
+from otel_stall.live.guard import Refusal, StallDetected, StallGuard
 
 GENAI = STYLES[0]
 ARGS = {"query": "x"}

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from json_strategies import json_values, scalars
 
-from otel_stall.records import Status
-from otel_stall.signature import Content, Normaliser, Signer
+from otel_stall.core.records import Status
+from otel_stall.core.signing import Content, Normaliser, Signer
 
 SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 NORMALISERS = [

@@ -10,6 +10,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
+from otel_stall.core.stall_attributes import SpanEvent
 from otel_stall.otlp.decode import (
     DecodeError,
     any_value_to_python,
@@ -25,7 +26,6 @@ from otel_stall.otlp.encode import (
     python_to_json_any_value,
     traces_from_json,
 )
-from otel_stall.trace import SpanEvent
 
 TRACE = "5B8EFFF798038103D269B633813FC60C"
 SPAN = "EEE19B7EC3C1B174"

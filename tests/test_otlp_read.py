@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from otel_stall.otlp.read import Format, read_units
-from otel_stall.replay import ReplayResult, replay
-from otel_stall.report import run_json
+from otel_stall.offline.readers import Format, read_units
+from otel_stall.offline.replay import ReplayResult, replay
+from otel_stall.offline.report import run_json
 
 GOLDEN = Path(__file__).parent / "golden"
 FORMATS = sorted((GOLDEN / "formats").iterdir())
@@ -163,7 +163,7 @@ def test_directory_is_read_recursively_and_errors_do_not_hide_results(
 def test_missing_file_is_an_error_not_a_crash(tmp_path: Path) -> None:
     """A path that does not exist is reported and the other paths are still read."""
     missing = str(tmp_path / "nope.jsonl")
-    from otel_stall.replay import Replayer
+    from otel_stall.offline.replay import Replayer
 
     result = Replayer().analyse([missing, str(GOLDEN / "formats" / "otlp.jsonl")])
     assert [(e.path, e.message) for e in result.errors] == [(missing, "no such file or directory")]

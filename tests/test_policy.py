@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from otel_stall.policy import ConfigError, DuplicateMode, StallPolicy
-from otel_stall.records import Status
-from otel_stall.signature import DEFAULT_VOLATILE_KEYS
+from otel_stall.core.policy import ConfigError, DuplicateMode, StallPolicy
+from otel_stall.core.records import Status
+from otel_stall.core.signing import DEFAULT_VOLATILE_KEYS
 
 
 def test_defaults_follow_the_references() -> None:

@@ -8,7 +8,7 @@ import pytest
 from opentelemetry import trace
 from stall_pipeline import STYLES, Agent, Call, events, make_pipeline, stall
 
-from otel_stall.attributes import StallAttributes as S
+from otel_stall.semconv import StallAttributes as S
 
 GENAI = STYLES[0]
 SEARCH = Call("search", {"query": "x"}, {"hits": [1]})

@@ -12,8 +12,8 @@ from opentelemetry import context, trace
 from opentelemetry.sdk.trace import SpanLimits
 from stall_pipeline import STYLES, Agent, Call, Pipeline, events, make_pipeline, stall
 
-from otel_stall.attributes import StallAttributes as S
-from otel_stall.attributes import StallEventAttributes as E
+from otel_stall.semconv import StallAttributes as S
+from otel_stall.semconv import StallEventAttributes as E
 
 RUNS = 200
 THREADS = 32

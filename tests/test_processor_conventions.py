@@ -19,11 +19,11 @@ from stall_pipeline import (
     stall,
 )
 
-from otel_stall.attributes import StallAttributes as S
 from otel_stall.conventions import Conventions, Role, SpanRecord
-from otel_stall.records import RunKey, ToolCall
-from otel_stall.spans import span_record
-from otel_stall.trace import analyse_spans
+from otel_stall.core.records import RunKey, ToolCall
+from otel_stall.live.enriched import span_record
+from otel_stall.offline.analysis import analyse_spans
+from otel_stall.semconv import StallAttributes as S
 
 SEARCH = Call("search", {"query": "quarterly report", "limit": 5}, {"hits": ["doc-1", "doc-2"]})
 # Why these actions: seq 2 re-runs an executed call (duplicate_call: refuse); the third

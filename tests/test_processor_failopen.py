@@ -13,9 +13,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from stall_pipeline import STYLES, Agent, Call, make_pipeline, stall
 
 from otel_stall.conventions import Conventions, Role
-from otel_stall.processor import StallSpanProcessor
-from otel_stall.records import Finding
-from otel_stall.settings import ProcessorSettings
+from otel_stall.core.records import Finding
+from otel_stall.live.processor import StallSpanProcessor
+from otel_stall.live.settings import ProcessorSettings
 
 GENAI = STYLES[0]
 SEARCH = Call("search", {"q": 1}, {"r": 1})

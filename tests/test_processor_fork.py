@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from stall_pipeline import STYLES, Agent, Call, Pipeline, make_pipeline, stall
 
-from otel_stall.attributes import StallAttributes as S
+from otel_stall.semconv import StallAttributes as S
 
 GENAI = STYLES[0]
 CHILD_SECONDS = 20

@@ -10,13 +10,13 @@ import pytest
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from stall_pipeline import STYLE_IDS, STYLES, Agent, Call, Pipeline, Style, events, make_pipeline
 
-from otel_stall.attributes import StallEventAttributes as E
-from otel_stall.detector import RunDetector
-from otel_stall.policy import StallPolicy
-from otel_stall.processor import StallSpanProcessor
-from otel_stall.records import Action, ToolCall
-from otel_stall.settings import ProcessorSettings
-from otel_stall.signature import Content, Digests
+from otel_stall.core.detector import RunDetector
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import Action, ToolCall
+from otel_stall.core.signing import Content, Digests
+from otel_stall.live.processor import StallSpanProcessor
+from otel_stall.live.settings import ProcessorSettings
+from otel_stall.semconv import StallEventAttributes as E
 
 GENAI = STYLES[0]
 

@@ -8,8 +8,8 @@ import types
 import pytest
 from stall_pipeline import STYLE_PARAMS, STYLES, Agent, Call, Style, make_pipeline, stall
 
-from otel_stall.attributes import StallAttributes as S
 from otel_stall.conventions import CONTENT_KEYS
+from otel_stall.semconv import StallAttributes as S
 
 SECRET = Call("lookup", {"ssn": "123-45-6789"}, {"balance": 1234})
 

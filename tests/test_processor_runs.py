@@ -7,11 +7,11 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from stall_pipeline import STYLES, Agent, Call, events, make_pipeline, stall
 
-from otel_stall.attributes import StallAttributes as S
 from otel_stall.conventions import SpanRecord
-from otel_stall.processor import span_record
-from otel_stall.settings import ProcessorSettings
-from otel_stall.trace import analyse_spans
+from otel_stall.live.processor import span_record
+from otel_stall.live.settings import ProcessorSettings
+from otel_stall.offline.analysis import analyse_spans
+from otel_stall.semconv import StallAttributes as S
 
 GENAI = STYLES[0]
 SEARCH = Call("search", {"query": "x"}, {"hits": [1]})
@@ -155,7 +155,7 @@ def _strip(span: ReadableSpan) -> SpanRecord:
 
 
 def test_live_results_equal_the_batch_analysis() -> None:
-    """For a complete trace the processor attaches what otel_stall.trace computes after the fact."""
+    """For a complete trace the processor attaches what the batch analysis computes afterwards."""
     pipe = make_pipeline()
     outer = Agent(pipe.tracer, GENAI, "planner")
     inner = Agent(pipe.tracer, GENAI, "researcher")

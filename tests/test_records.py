@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from otel_stall.records import ABSENT, ModelCall, Status, ToolCall, stores_slots_directly
+from otel_stall.core.records import ABSENT, ModelCall, Status, ToolCall, stores_slots_directly
 
 CASES: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = [
     (ToolCall, ("search",), {}),

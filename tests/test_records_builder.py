@@ -1,6 +1,6 @@
 """``record_builder``: a record built from its slots is the record its constructor builds.
 
-Each test runs on both paths, the compiled builder (``otel_stall._canon``) and
+Each test runs on both paths, the compiled builder (``otel_stall.core._canon``) and
 the Python twin-and-retag (``native=False``), for every frozen record the hot
 paths build. The compiled builder's refusals and its memory handling (GC
 tracking, references, cycles) are checked directly on ``_canon.builder``. Set
@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from otel_stall import records
-from otel_stall.detector import Observation, RunDetector
-from otel_stall.records import (
+from otel_stall.core import records
+from otel_stall.core.detector import Observation, RunDetector
+from otel_stall.core.records import (
     ABSENT,
     Action,
     Finding,
@@ -41,7 +41,7 @@ from otel_stall.records import (
     record_builder,
     stores_slots_directly,
 )
-from otel_stall.signature import NATIVE_AVAILABLE, Content, Digests
+from otel_stall.core.signing import NATIVE_AVAILABLE, Content, Digests
 
 REQUIRE_NATIVE = os.environ.get("OTEL_STALL_REQUIRE_NATIVE") == "1"
 
@@ -85,7 +85,7 @@ RECORD_CLASSES = [
 
 
 def test_samples_cover_every_record_class() -> None:
-    """Every dataclass in ``otel_stall.records`` has sample values here."""
+    """Every dataclass in ``otel_stall.core.records`` has sample values here."""
     assert RECORD_CLASSES
     assert set(RECORD_CLASSES) <= set(SAMPLES)
 
@@ -100,8 +100,8 @@ def native(request: pytest.FixtureRequest) -> bool:
     wanted: bool = request.param
     if wanted and not NATIVE_AVAILABLE:
         if REQUIRE_NATIVE:
-            pytest.fail("otel_stall._canon is not built")
-        pytest.skip("otel_stall._canon is not built")
+            pytest.fail("otel_stall.core._canon is not built")
+        pytest.skip("otel_stall.core._canon is not built")
     return wanted
 
 
@@ -109,11 +109,11 @@ def native(request: pytest.FixtureRequest) -> bool:
 def canon() -> ModuleType:
     """The compiled module: skipped where it is not built, unless the environment requires it."""
     try:
-        return importlib.import_module("otel_stall._canon")
+        return importlib.import_module("otel_stall.core._canon")
     except ImportError:
         if REQUIRE_NATIVE:
             raise
-        pytest.skip("otel_stall._canon is not built")
+        pytest.skip("otel_stall.core._canon is not built")
 
 
 def _names(cls: type[Any]) -> tuple[str, ...]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_stall.replay import Replayer, ReplayResult, replay
-from otel_stall.report import run_json
+from otel_stall.offline.replay import Replayer, ReplayResult, replay
+from otel_stall.offline.report import run_json
 
 GOLDEN = Path(__file__).parent / "golden"
 JSONL = GOLDEN / "formats" / "otlp.jsonl"

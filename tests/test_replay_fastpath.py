@@ -19,13 +19,13 @@ import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from otel_stall.conventions import Conventions, CustomConvention, Role, SpanRecord
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import ToolCall
+from otel_stall.offline.analysis import TraceAnalyzer, TraceResult, analyse_spans
+from otel_stall.offline.replay import Replayer, ReplayResult
+from otel_stall.offline.report import run_json
 from otel_stall.otlp.decode import spans_from_json, spans_from_proto
 from otel_stall.otlp.encode import proto_to_json, python_to_any_value
-from otel_stall.policy import StallPolicy
-from otel_stall.records import ToolCall
-from otel_stall.replay import Replayer, ReplayResult
-from otel_stall.report import run_json
-from otel_stall.trace import TraceAnalyzer, TraceResult, analyse_spans
 
 POLICY = StallPolicy(warn_at=2, break_at=4)
 SEARCH = {"gen_ai.tool.call.arguments": json.dumps({"q": "same"}), "gen_ai.tool.call.result": "[]"}

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from otel_stall.detector import detect
-from otel_stall.records import Kind, ModelCall, ToolCall
-from otel_stall.report import condensed
+from otel_stall.core.detector import detect
+from otel_stall.core.records import Kind, ModelCall, ToolCall
+from otel_stall.offline.report import condensed
 
 
 @pytest.mark.parametrize("stem", ["loop", "reworded_queries", "failures", "refused_rounds"])

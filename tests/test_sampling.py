@@ -20,9 +20,9 @@ from opentelemetry.sdk.trace.sampling import (
 from opentelemetry.trace.span import TraceState
 from stall_pipeline import STYLES, Agent, Call, Pipeline, make_pipeline
 
-from otel_stall._env import ConfigError
-from otel_stall.records import Finding
-from otel_stall.sampling import (
+from otel_stall.core.config import ConfigError
+from otel_stall.core.records import Finding
+from otel_stall.live.sampler import (
     BY_NAME,
     RecordAllSampler,
     parent_based_ratio,

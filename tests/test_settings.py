@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from otel_stall._env import ConfigError
-from otel_stall.processor import StallSpanProcessor
-from otel_stall.settings import ENV_VARS, ProcessorSettings
+from otel_stall.core.config import ConfigError
+from otel_stall.live.processor import StallSpanProcessor
+from otel_stall.live.settings import ENV_VARS, ProcessorSettings
 
 
 def test_defaults() -> None:

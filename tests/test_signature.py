@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from otel_stall.records import ABSENT, Status
-from otel_stall.signature import (
+from otel_stall.core.records import ABSENT, Status
+from otel_stall.core.signing import (
     DEFAULT_VOLATILE_KEYS,
     Content,
     Normaliser,

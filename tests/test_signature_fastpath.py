@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from json_strategies import json_values
 
-from otel_stall.signature import Content, Normaliser, Signer, is_empty
+from otel_stall.core.signing import Content, Normaliser, Signer, is_empty
 
 SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 NORMALISERS = [

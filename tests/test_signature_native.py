@@ -1,4 +1,4 @@
-"""The compiled canonicaliser (``otel_stall._canon``) gives exactly what the Python path gives.
+"""The compiled canonicaliser (``otel_stall.core._canon``) gives exactly what the Python path gives.
 
 Every test compares ``Normaliser()`` (the C path where it is built) with
 ``Normaliser(native=False)`` on the same text. The inputs aim at the C code:
@@ -25,8 +25,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from json_strategies import json_values
 
-from otel_stall.records import Status
-from otel_stall.signature import (
+from otel_stall.core.records import Status
+from otel_stall.core.signing import (
     CACHE_ENTRIES,
     DEFAULT_VOLATILE_KEYS,
     NATIVE_AVAILABLE,
@@ -208,11 +208,13 @@ def serialised(value: Any) -> list[str]:
 def canon() -> ModuleType:
     """The compiled module: skipped where it is not built, unless the environment requires it."""
     try:
-        return importlib.import_module("otel_stall._canon")
-    except ImportError:  # as otel_stall.signature catches: a build that does not load is not there
+        return importlib.import_module("otel_stall.core._canon")
+    except (
+        ImportError
+    ):  # as otel_stall.core.signing catches: a build that does not load is not there
         if REQUIRE_NATIVE:
             raise
-        pytest.skip("otel_stall._canon is not built")
+        pytest.skip("otel_stall.core._canon is not built")
 
 
 # -- random values -------------------------------------------------------------

@@ -10,7 +10,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from otel_stall.spans import EnrichedSpan, copy_span
+from otel_stall.live.enriched import EnrichedSpan, copy_span
 
 PROPERTIES = [
     "name",

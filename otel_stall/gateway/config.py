@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from otel_stall._env import (
+from otel_stall.core.config import (
     ConfigError,
     check,
     env_field,

@@ -4,7 +4,7 @@ Receivers (gRPC and HTTP) call :meth:`Pipeline.ingest` with a decoded
 ``ExportTraceServiceRequest``. Complete traces are analysed right there, in
 the receiving thread, so a slow gateway slows its clients instead of growing
 without bound; traces that wait for ``decision_wait`` are flushed by a
-sweeper thread. Detection uses :class:`~otel_stall.trace.TraceAnalyzer`,
+sweeper thread. Detection uses :class:`~otel_stall.offline.analysis.TraceAnalyzer`,
 the replay's code, so a complete trace gets the same verdicts and ``stall.*``
 attributes as a replay of it.
 """
@@ -23,18 +23,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from otel_stall.attributes import StallEventAttributes
 from otel_stall.conventions import Conventions
+from otel_stall.core.policy import StallPolicy
 from otel_stall.gateway.buffer import Held, TraceBuffer
 from otel_stall.gateway.config import GatewayConfig
 from otel_stall.gateway.prometheus import render
 from otel_stall.gateway.telemetry import GatewayMetrics
 from otel_stall.gateway.upstream import Sender, Upstream, make_sender
 from otel_stall.metrics import StallMetrics
+from otel_stall.offline.analysis import TraceAnalyzer, TraceResult
 from otel_stall.otlp.decode import record_from_proto_span
 from otel_stall.otlp.encode import enrich_proto_span
-from otel_stall.policy import StallPolicy
-from otel_stall.trace import TraceAnalyzer, TraceResult
+from otel_stall.semconv import StallEventAttributes
 
 __all__ = ["Pipeline"]
 

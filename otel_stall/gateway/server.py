@@ -16,14 +16,14 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import IO
 
-from otel_stall._env import ConfigError
 from otel_stall.conventions import Conventions
+from otel_stall.core.config import ConfigError
+from otel_stall.core.policy import StallPolicy
 from otel_stall.gateway.config import GatewayConfig
 from otel_stall.gateway.core import Pipeline
 from otel_stall.gateway.flags import build_parser, config_from_args
 from otel_stall.gateway.receivers import GrpcReceiver, HttpReceiver, MetricsServer
 from otel_stall.gateway.upstream import Sender
-from otel_stall.policy import StallPolicy
 
 __all__ = ["Gateway", "run", "serve_main"]
 

@@ -18,8 +18,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 from otel_stall.conventions import CONTENT_KEYS
+from otel_stall.core.stall_attributes import SpanEvent
 from otel_stall.otlp.decode import DecodeError, hex_id, json_list
-from otel_stall.trace import SpanEvent
 
 __all__ = [
     "any_value_to_json",

@@ -14,32 +14,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from otel_stall._env import env_field, parse_names, resolve
-from otel_stall.attributes import (
+from otel_stall.core.config import env_field, parse_names, resolve
+from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall, record_builder
+from otel_stall.semconv import (
     ADKAttributes as ADK,
 )
-from otel_stall.attributes import (
+from otel_stall.semconv import (
     ErrorAttributes as Err,
 )
-from otel_stall.attributes import (
+from otel_stall.semconv import (
     GenAIAttributes as GenAI,
 )
-from otel_stall.attributes import (
+from otel_stall.semconv import (
     GenAIOperation as Op,
 )
-from otel_stall.attributes import (
+from otel_stall.semconv import (
     MCPAttributes as MCP,
 )
-from otel_stall.attributes import (
+from otel_stall.semconv import (
     OpenInferenceAttributes as OI,
 )
-from otel_stall.attributes import (
+from otel_stall.semconv import (
     StallAttributes as Stall,
 )
-from otel_stall.attributes import (
+from otel_stall.semconv import (
     TraceloopAttributes as TL,
 )
-from otel_stall.records import ABSENT, ModelCall, RunKey, Status, ToolCall, record_builder
 
 _new_tool_call: Final = record_builder(ToolCall)
 
@@ -359,6 +359,12 @@ class Conventions:
         return None
 
 
+def agent_name(attributes: Any) -> str | None:
+    """The agent's name as the conventions spell it, if any."""
+    name = attributes.get(GenAI.AGENT_NAME) or attributes.get(TL.ENTITY_NAME)
+    return None if name is None else str(name)
+
+
 def is_agent_span_name(name: str) -> bool:
     """Whether a span is named as the GenAI conventions name agent spans.
 
@@ -397,5 +403,6 @@ __all__ = [
     "CustomConvention",
     "Role",
     "SpanRecord",
+    "agent_name",
     "is_agent_span_name",
 ]

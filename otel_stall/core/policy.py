@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from otel_stall._env import (
+from otel_stall.core.config import (
     ConfigError,
     check,
     env_field,
@@ -26,7 +26,7 @@ from otel_stall._env import (
     parse_optional_int,
     resolve,
 )
-from otel_stall.signature import DEFAULT_VOLATILE_KEYS, Normaliser, Signer, parse_volatile_keys
+from otel_stall.core.signing import DEFAULT_VOLATILE_KEYS, Normaliser, Signer, parse_volatile_keys
 
 
 class DuplicateMode(str, enum.Enum):

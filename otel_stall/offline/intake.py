@@ -3,11 +3,11 @@
 Most spans are plain (HTTP, database, ...), so each span is classified from
 its role attributes alone (:data:`~otel_stall.conventions.ROLE_KEYS`, all that
 :meth:`Conventions.role` reads) before anything else is decoded. A plain span
-only hands its parent link to its :class:`~otel_stall.trace.TraceAnalyzer` and
+only hands its parent link to its :class:`~otel_stall.offline.analysis.TraceAnalyzer` and
 a model span its place in time: neither becomes a :class:`SpanRecord`, and a
 plain span's attribute values are never converted (in OTLP/JSON they are
 still checked, so bad input is reported exactly as the full decoder reports
-it). A tool span becomes its :class:`~otel_stall.records.ToolCall` straight
+it). A tool span becomes its :class:`~otel_stall.core.records.ToolCall` straight
 from its parts (:meth:`Conventions.tool_call_from`); agent spans, and anything
 unusual, take the full decoder.
 """
@@ -19,12 +19,11 @@ from typing import Any
 from google.protobuf.message import DecodeError as ProtoDecodeError
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from otel_stall.attributes import GenAIAttributes as GenAI
-from otel_stall.attributes import GenAIOperation
-from otel_stall.attributes import OpenInferenceAttributes as OpenInference
-from otel_stall.attributes import TraceloopAttributes as Traceloop
 from otel_stall.conventions import Conventions, Role, SpanRecord, is_agent_span_name
-from otel_stall.errors import InputError
+from otel_stall.core.errors import InputError
+from otel_stall.core.policy import StallPolicy
+from otel_stall.offline.analysis import TraceAnalyzer
+from otel_stall.offline.readers import Unit
 from otel_stall.otlp.decode import (
     DecodeError,
     any_value_to_python,
@@ -37,9 +36,10 @@ from otel_stall.otlp.decode import (
     record_from_proto_span,
     span_from_json,
 )
-from otel_stall.otlp.read import Unit
-from otel_stall.policy import StallPolicy
-from otel_stall.trace import TraceAnalyzer
+from otel_stall.semconv import GenAIAttributes as GenAI
+from otel_stall.semconv import GenAIOperation
+from otel_stall.semconv import OpenInferenceAttributes as OpenInference
+from otel_stall.semconv import TraceloopAttributes as Traceloop
 
 __all__ = ["Intake"]
 
@@ -109,7 +109,7 @@ class Intake:
         Plain spans (no role attribute, not named as agent spans) take a fast
         path: their attribute values are never decoded, and only their parent
         link is kept. A model span keeps its place, a tool span becomes its
-        :class:`~otel_stall.records.ToolCall` directly, and any other span a
+        :class:`~otel_stall.core.records.ToolCall` directly, and any other span a
         :class:`SpanRecord`.
         """
         try:

@@ -1,5 +1,5 @@
 /*
- * otel_stall._canon: the signer's fast path in one pass, in C.
+ * otel_stall.core._canon: the signer's fast path in one pass, in C.
  *
  * canonical(raw, volatile, temp_roots) reads JSON text (UTF-8 bytes from str.encode) and
  * writes the bytes that the Python normaliser would hash for it: volatile
@@ -1900,21 +1900,21 @@ builder_repr(PyObject *op)
 {
     Builder *self = (Builder *)op;
     if (self->leaves != NULL) {
-        return PyUnicode_FromFormat("otel_stall._canon.builder(%R, %R, %R, %R, %R)",
+        return PyUnicode_FromFormat("otel_stall.core._canon.builder(%R, %R, %R, %R, %R)",
                                     (PyObject *)self->cls, self->names, self->defaults,
                                     self->fallback != NULL ? self->fallback : Py_None,
                                     self->leaves);
     }
     if (self->constructor) {
-        return PyUnicode_FromFormat("otel_stall._canon.builder(%R, %R, %R, %R)",
+        return PyUnicode_FromFormat("otel_stall.core._canon.builder(%R, %R, %R, %R)",
                                     (PyObject *)self->cls, self->names, self->defaults,
                                     self->fallback);
     }
     if (PyTuple_GET_SIZE(self->defaults) != 0) {
-        return PyUnicode_FromFormat("otel_stall._canon.builder(%R, %R, %R)",
+        return PyUnicode_FromFormat("otel_stall.core._canon.builder(%R, %R, %R)",
                                     (PyObject *)self->cls, self->names, self->defaults);
     }
-    return PyUnicode_FromFormat("otel_stall._canon.builder(%R, %R)", (PyObject *)self->cls,
+    return PyUnicode_FromFormat("otel_stall.core._canon.builder(%R, %R)", (PyObject *)self->cls,
                                 self->names);
 }
 
@@ -1950,7 +1950,7 @@ static PyType_Slot builder_type_slots[] = {
 };
 
 static PyType_Spec builder_spec = {
-    .name = "otel_stall._canon.Builder",
+    .name = "otel_stall.core._canon.Builder",
     .basicsize = (int)offsetof(Builder, offsets),
     .itemsize = (int)sizeof(Py_ssize_t),
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
@@ -2263,7 +2263,7 @@ static PyModuleDef_Slot slots[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "otel_stall._canon",
+    .m_name = "otel_stall.core._canon",
     .m_doc = "The signer's fast path: JSON text to canonical bytes and digests in one pass;\n"
              "and a constructor for the detector's frozen slots records.",
     .m_size = sizeof(ModuleState),

@@ -38,7 +38,7 @@ from opentelemetry.trace import Link, SpanKind
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
-from otel_stall._env import ConfigError
+from otel_stall.core.config import ConfigError
 
 
 class RecordAllSampler(Sampler):

@@ -15,10 +15,10 @@ and, on model calls, ``model``. Lines of any other ``type`` are skipped
 silently, as the reference does.
 
 Capture is not the same as content: a missing ``"result"`` (or ``"args"``)
-key means the content was not captured (:data:`~otel_stall.records.ABSENT`),
+key means the content was not captured (:data:`~otel_stall.core.records.ABSENT`),
 while ``"result": null`` is a result that holds nothing (empty).
 
-A bad line becomes an :class:`~otel_stall.errors.InputError` naming the file,
+A bad line becomes an :class:`~otel_stall.core.errors.InputError` naming the file,
 the line and the reason; it is skipped and the other lines go on.
 """
 
@@ -31,8 +31,8 @@ from typing import IO, Any
 
 import orjson
 
-from otel_stall.errors import InputError
-from otel_stall.records import ABSENT, ModelCall, RunKey, Status, ToolCall
+from otel_stall.core.errors import InputError
+from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall
 
 __all__ = ["LoadResult", "load_events", "looks_like_trace_line"]
 

@@ -21,22 +21,21 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Final
 
-from otel_stall.attributes import GenAIAttributes as GenAI
-from otel_stall.attributes import StallEventAttributes
-from otel_stall.attributes import TraceloopAttributes as TL
-from otel_stall.conventions import Conventions, Role, SpanRecord, is_agent_span_name
-from otel_stall.detector import RunDetector
-from otel_stall.enrich import (
+from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, is_agent_span_name
+from otel_stall.core.detector import RunDetector
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import ABSENT, Finding, RunReport, ToolCall, record_builder
+from otel_stall.core.signing import Digests
+from otel_stall.core.stall_attributes import (
     AttributeValue,
+    SpanEvent,
     finding_event_attributes,
     run_span_attributes,
     tool_span_attributes,
 )
-from otel_stall.policy import StallPolicy
-from otel_stall.records import ABSENT, Finding, RunReport, ToolCall, record_builder
-from otel_stall.signature import Digests
+from otel_stall.semconv import StallEventAttributes
 
 _NESTED: Final = "\x00nested"
 """Sentinel run for a tool span nested in another tool span (never a span id)."""
@@ -48,15 +47,6 @@ _TOOL: Final = Role.TOOL
 _MODEL: Final = Role.MODEL
 _new_tool_call: Final = record_builder(ToolCall)
 _intern = sys.intern
-
-
-@dataclass(frozen=True, slots=True)
-class SpanEvent:
-    """An event to add to an exported span."""
-
-    name: str
-    time_ns: int
-    attributes: dict[str, AttributeValue]
 
 
 @dataclass(slots=True)
@@ -73,12 +63,6 @@ class TraceResult:
 
 _Tool = tuple[ToolCall, Digests, "str | None"]
 """A tool span without its payloads: the bare call, its digests and its parent id."""
-
-
-def agent_name(attributes: Any) -> str | None:
-    """The agent's name as the conventions spell it, if any."""
-    name = attributes.get(GenAI.AGENT_NAME) or attributes.get(TL.ENTITY_NAME)
-    return None if name is None else str(name)
 
 
 def _canonical_link(span_id: str, parent: str) -> bytes | None:

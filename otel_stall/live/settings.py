@@ -1,6 +1,6 @@
 """Settings of the live processor: explicit argument, then ``OTEL_STALL_*``, then default.
 
-The detection thresholds live in :class:`~otel_stall.policy.StallPolicy` and the
+The detection thresholds live in :class:`~otel_stall.core.policy.StallPolicy` and the
 span-mapping markers in :class:`~otel_stall.conventions.Conventions`; this
 module holds what only the live pipeline needs: memory bounds, redaction, the
 kill switch and error handling. All three read the same ``OTEL_STALL_*``
@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
-from otel_stall._env import (
+from otel_stall.core.config import (
     ConfigError,
     check,
     env_field,
@@ -39,7 +39,7 @@ from otel_stall._env import (
     parse_int,
     resolve,
 )
-from otel_stall.log_events import SIGNALS, EventSignal, parse_signal
+from otel_stall.live.log_events import SIGNALS, EventSignal, parse_signal
 
 PYTEST_ENV: Final = "PYTEST_CURRENT_TEST"
 """Set by pytest while a test runs: internal errors are re-raised there by default."""
@@ -136,7 +136,7 @@ class ProcessorSettings:
 def _env_vars() -> dict[str, str]:
     """Every ``OTEL_STALL_*`` variable otel-stall reads, with what it expects."""
     from otel_stall.conventions import Conventions
-    from otel_stall.policy import StallPolicy
+    from otel_stall.core.policy import StallPolicy
 
     out: dict[str, str] = {}
     for cls in (StallPolicy, Conventions, ProcessorSettings):

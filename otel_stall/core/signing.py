@@ -37,7 +37,7 @@ from typing import Any, Final
 import orjson
 import xxhash
 
-from otel_stall.records import ABSENT, Status, record_builder
+from otel_stall.core.records import ABSENT, Status, record_builder
 
 
 def _not_built(*args: Any) -> None:
@@ -48,14 +48,14 @@ def _not_built(*args: Any) -> None:
 
 
 try:
-    from otel_stall._canon import canonical as _native_canonical
-    from otel_stall._canon import sign as _native_sign
+    from otel_stall.core._canon import canonical as _native_canonical
+    from otel_stall.core._canon import sign as _native_sign
 except ImportError:  # not built (no compiler at install time): the Python path does it all
     _native_canonical = _not_built
     _native_sign = _not_built
 
 NATIVE_AVAILABLE: Final = _native_canonical is not _not_built
-"""Whether the compiled canonicaliser (``otel_stall._canon``) is built here.
+"""Whether the compiled canonicaliser (``otel_stall.core._canon``) is built here.
 
 It is an accelerator only. It gives the very bytes the Python path gives, and
 hands anything it does not know (temp paths, escapes, floats that orjson

@@ -6,7 +6,7 @@ message says what is already known and what to do next.
 
 from __future__ import annotations
 
-from otel_stall.records import Action
+from otel_stall.core.records import Action
 
 
 def repeat(tool: str, count: int, first_seq: int, action: Action) -> str:

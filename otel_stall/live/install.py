@@ -22,13 +22,13 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from otel_stall._env import ConfigError
 from otel_stall.conventions import Conventions
-from otel_stall.policy import StallPolicy
-from otel_stall.processor import StallSpanProcessor
-from otel_stall.records import Finding
-from otel_stall.sampling import sampler_from_env
-from otel_stall.settings import ProcessorSettings
+from otel_stall.core.config import ConfigError
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import Finding
+from otel_stall.live.processor import StallSpanProcessor
+from otel_stall.live.sampler import sampler_from_env
+from otel_stall.live.settings import ProcessorSettings
 
 _installed: weakref.WeakKeyDictionary[TracerProvider, StallSpanProcessor] = (
     weakref.WeakKeyDictionary()

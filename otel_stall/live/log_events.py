@@ -33,9 +33,9 @@ from opentelemetry._logs import LoggerProvider, SeverityNumber
 from opentelemetry.context import Context
 
 from otel_stall._version import __version__
-from otel_stall.attributes import StallEventAttributes
-from otel_stall.enrich import finding_event_attributes
-from otel_stall.records import Action, Finding
+from otel_stall.core.records import Action, Finding
+from otel_stall.core.stall_attributes import finding_event_attributes
+from otel_stall.semconv import StallEventAttributes
 
 EventSignal = Literal["span", "logs", "logs/dup"]
 SIGNALS: Final[tuple[EventSignal, ...]] = ("span", "logs", "logs/dup")

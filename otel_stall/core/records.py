@@ -21,8 +21,8 @@ _T = TypeVar("_T")
 _compiled_builder: Callable[..., Callable[..., Any]] | None
 _compiled_install: Callable[[Any], None] | None
 try:
-    from otel_stall._canon import builder as _canon_builder
-    from otel_stall._canon import install as _canon_install
+    from otel_stall.core._canon import builder as _canon_builder
+    from otel_stall.core._canon import install as _canon_install
 except ImportError:  # not built (no compiler at install time): record_builder builds in Python
     _compiled_builder = _compiled_install = None
 else:
@@ -174,7 +174,7 @@ def record_builder(
     ``object.__setattr__``; :func:`unfrozen_twin` avoids that but pays for the
     twin's ``__init__`` and the ``__class__`` re-tag (its layout check), about
     five times a plain tuple for a 9-field :class:`Finding`. The compiled
-    builder (``otel_stall._canon``, where it is built) allocates the instance
+    builder (``otel_stall.core._canon``, where it is built) allocates the instance
     and stores its slots, with nothing in between. With ``native=False``, or
     where it is not built, the twin is built and re-tagged: same results.
 
@@ -219,7 +219,7 @@ def stores_slots_directly(cls: _Record, *, native: bool = True) -> _Record:
     ``object.__setattr__``, about 200 ns a field: building a 12-field
     :class:`ToolCall` cost more than the detector's rules for it. Here
     ``cls.__new__`` builds the record from its slots and ``__init__`` is gone.
-    Where ``otel_stall._canon`` is built (and unless ``native=False``), that
+    Where ``otel_stall.core._canon`` is built (and unless ``native=False``), that
     ``__new__`` is its compiled constructor, installed so that a call of
     ``cls`` itself reaches it directly: it binds positional and keyword
     arguments to the fields as the dataclass's ``__init__`` does, fills in the

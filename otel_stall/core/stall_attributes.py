@@ -6,15 +6,24 @@ gateway attach exactly the same names and types.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
-from otel_stall.attributes import StallAttributes as Stall
-from otel_stall.attributes import StallEventAttributes as Event
-from otel_stall.conventions import CONTENT_KEYS
-from otel_stall.records import Action, Finding, Kind, LedgerRow, RunReport, Verdict
+from otel_stall.core.records import Action, Finding, Kind, LedgerRow, RunReport, Verdict
+from otel_stall.semconv import StallAttributes as Stall
+from otel_stall.semconv import StallEventAttributes as Event
 
 AttributeValue = str | bool | int | float
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEvent:
+    """An event to add to an exported span."""
+
+    name: str
+    time_ns: int
+    attributes: dict[str, AttributeValue]
+
 
 # The enums' texts by look-up: ``member.value`` is a Python-level property (~0.2 us), and
 # one is read for every tool span.
@@ -65,17 +74,3 @@ def finding_event_attributes(finding: Finding) -> dict[str, AttributeValue]:
         Event.SEQ: finding.seq,
         Event.MESSAGE: finding.message,
     }
-
-
-def redact(
-    attributes: Mapping[str, Any], extra_keys: frozenset[str] = frozenset()
-) -> dict[str, Any]:
-    """A copy without raw arguments, results and messages; digests stay."""
-    return {k: v for k, v in attributes.items() if k not in CONTENT_KEYS and k not in extra_keys}
-
-
-def needs_redaction(
-    attributes: Mapping[str, Any], extra_keys: frozenset[str] = frozenset()
-) -> bool:
-    """Whether any raw-content attribute is present."""
-    return any(k in CONTENT_KEYS or k in extra_keys for k in attributes)

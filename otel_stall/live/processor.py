@@ -5,13 +5,13 @@ already frozen, so a processor cannot add ``stall.*`` attributes to the span it
 is given. :class:`StallSpanProcessor` therefore *wraps* the downstream
 processors (a ``BatchSpanProcessor`` with an exporter, typically): it forwards
 ``on_start`` unchanged, and on ``on_end`` hands them an enriched span for each
-tool span and run span: an :class:`~otel_stall.spans.EnrichedSpan`, which
+tool span and run span: an :class:`~otel_stall.live.enriched.EnrichedSpan`, which
 reads through to the ended span's public properties and carries its own
 attributes and events. Every other span is forwarded as the very same object
 after one role lookup. A copy obeys the provider's span limits, as if its
 ``stall.*`` attributes and events had been set on the live span.
 
-Semantics match :mod:`otel_stall.trace` (the batch analysis used by replay and
+Semantics match :mod:`otel_stall.offline.analysis` (the batch analysis used by replay and
 the gateway), so a complete trace gets the same verdicts and attributes live
 and after the fact:
 
@@ -22,7 +22,7 @@ and after the fact:
 * model calls open a round when they start, tool calls are fed when they end;
 * findings fired while the run span is open become ``stall.detected`` events
   on it; findings fired when the last round closes at run end go on its copy
-  (and each can be a log record instead, or as well: :mod:`otel_stall.log_events`).
+  (and each can be a log record instead, or as well: :mod:`otel_stall.live.log_events`).
 
 Ancestry is tracked from ``on_start`` using the attributes a span has when it
 starts (the GenAI conventions ask instrumentations to set
@@ -34,7 +34,7 @@ no agent activity costs one set test per span at start and at end, and one
 small dict entry for its root.
 
 Where a span belongs (open runs, ancestry, trace roots, and the TTL, run and
-span bounds) lives in :mod:`otel_stall.runs`; this module decides what a span
+span bounds) lives in :mod:`otel_stall.live.run_table`; this module decides what a span
 means and what downstream sees. The table's hot members are bound as
 attributes here, so the split adds no call on the hot path.
 
@@ -61,7 +61,6 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode, set_span_in_context
 
-from otel_stall.attributes import StallEventAttributes
 from otel_stall.conventions import (
     CONTENT_KEYS,
     STATUS_ERROR,
@@ -70,17 +69,18 @@ from otel_stall.conventions import (
     Conventions,
     Role,
     SpanRecord,
+    agent_name,
     is_agent_span_name,
 )
-from otel_stall.detector import RunDetector
-from otel_stall.enrich import finding_event_attributes, run_span_attributes, tool_span_attributes
-from otel_stall.log_events import API_EMITS_EVENTS, FindingEvents
-from otel_stall.metrics import StallMetrics
-from otel_stall.policy import StallPolicy
-from otel_stall.records import Finding, RunReport
-from otel_stall.runs import Node, Run, RunTable
-from otel_stall.settings import ProcessorSettings
-from otel_stall.spans import (
+from otel_stall.core.detector import RunDetector
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import Finding, RunReport
+from otel_stall.core.stall_attributes import (
+    finding_event_attributes,
+    run_span_attributes,
+    tool_span_attributes,
+)
+from otel_stall.live.enriched import (
     EnrichedSpan,
     add_within_limits,
     attribute_dict,
@@ -88,10 +88,14 @@ from otel_stall.spans import (
     copy_span,
     span_record,
 )
-from otel_stall.trace import agent_name
+from otel_stall.live.log_events import API_EMITS_EVENTS, FindingEvents
+from otel_stall.live.run_table import Node, Run, RunTable
+from otel_stall.live.settings import ProcessorSettings
+from otel_stall.metrics import StallMetrics
+from otel_stall.semconv import StallEventAttributes
 
 if TYPE_CHECKING:
-    from otel_stall.guard import StallGuard
+    from otel_stall.live.guard import StallGuard
 
 logger = logging.getLogger("otel_stall")
 
@@ -260,7 +264,7 @@ class StallSpanProcessor(SpanProcessor):
     def guard(self) -> StallGuard:
         """The live gate that shares this processor's run state."""
         if self._guard is None:
-            from otel_stall.guard import StallGuard
+            from otel_stall.live.guard import StallGuard
 
             self._guard = StallGuard(self)
         return self._guard

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from otel_stall.records import Kind, LedgerRow, RunKey, RunReport
+from otel_stall.core.records import Kind, LedgerRow, RunKey, RunReport
 
 __all__ = ["Comparison", "Conclusion", "LoopSignature", "compare_runs", "looping_signatures"]
 

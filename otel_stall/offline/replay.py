@@ -1,13 +1,13 @@
 """Offline replay: stored spans through the same conventions and detector as the live processor.
 
 Pass one streams every input, message by message, into one
-:class:`~otel_stall.trace.TraceAnalyzer` per trace. Analyzers keep digests and
+:class:`~otel_stall.offline.analysis.TraceAnalyzer` per trace. Analyzers keep digests and
 parent links, never payloads or SDK span objects, so memory follows the
 number of tool calls, not the number of bytes. Traces may be interleaved and
 their spans may come in any order: nothing is decided until the input ends.
 
 How each message's spans reach their analyzers, plain spans on a fast path,
-is :mod:`otel_stall.intake`'s business.
+is :mod:`otel_stall.offline.intake`'s business.
 
 Pass two (only for ``--out`` and ``--export-otlp``) reads the input again and
 adds each span's ``stall.*`` attributes and ``stall.detected`` events, so every
@@ -34,9 +34,14 @@ from google.protobuf.message import DecodeError as ProtoDecodeError
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from otel_stall.conventions import Conventions
-from otel_stall.detector import detect
-from otel_stall.errors import InputError
-from otel_stall.intake import Intake
+from otel_stall.core.detector import detect
+from otel_stall.core.errors import InputError
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import RunReport, Verdict
+from otel_stall.offline.analysis import TraceResult
+from otel_stall.offline.intake import Intake
+from otel_stall.offline.readers import STDIN, Unit, expand_paths, open_input, read_units
+from otel_stall.offline.send import OtlpSender
 from otel_stall.otlp.decode import DecodeError, hex_id, iter_json_spans
 from otel_stall.otlp.encode import (
     enrich_json_span,
@@ -45,11 +50,6 @@ from otel_stall.otlp.encode import (
     redact_json_span,
     traces_from_json,
 )
-from otel_stall.otlp.read import STDIN, Unit, expand_paths, open_input, read_units
-from otel_stall.otlp.send import OtlpSender
-from otel_stall.policy import StallPolicy
-from otel_stall.records import RunReport, Verdict
-from otel_stall.trace import TraceResult
 
 __all__ = ["ReplayResult", "Replayer", "replay"]
 

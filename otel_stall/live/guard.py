@@ -8,7 +8,7 @@ context, so the guard needs no run id: call it inside the agent's span (or a
 tool span under it).
 
 A refused call never ran. Record it as a tool span with ``stall.refused=true``
-(:data:`otel_stall.attributes.StallAttributes.REFUSED`) so the
+(:data:`otel_stall.semconv.StallAttributes.REFUSED`) so the
 ``refused_rounds`` rule can see it, and give the model :attr:`Refusal.message`.
 """
 
@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry import trace
 
-from otel_stall.detector import gate_digests
-from otel_stall.records import ACTION_SEVERITY, Action, Finding, RunReport, Verdict
+from otel_stall.core.detector import gate_digests
+from otel_stall.core.records import ACTION_SEVERITY, Action, Finding, RunReport, Verdict
 
 if TYPE_CHECKING:
-    from otel_stall.processor import StallSpanProcessor
-    from otel_stall.runs import Run, RunTable
+    from otel_stall.live.processor import StallSpanProcessor
+    from otel_stall.live.run_table import Run, RunTable
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,9 +48,9 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any, Final, NamedTuple
 
-from otel_stall import messages
-from otel_stall.policy import DuplicateMode, StallPolicy
-from otel_stall.records import (
+from otel_stall.core import messages
+from otel_stall.core.policy import DuplicateMode, StallPolicy
+from otel_stall.core.records import (
     ABSENT,
     ACTION_SEVERITY,
     Action,
@@ -66,7 +66,7 @@ from otel_stall.records import (
     Verdict,
     record_builder,
 )
-from otel_stall.signature import Content, Digests
+from otel_stall.core.signing import Content, Digests
 
 _FAILED = (Status.ERROR, Status.OVERLOADED)
 

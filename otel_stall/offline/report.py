@@ -16,9 +16,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from otel_stall.errors import InputError
-from otel_stall.records import Finding, LedgerRow, RunReport, Verdict
-from otel_stall.replay import ReplayResult
+from otel_stall.core.errors import InputError
+from otel_stall.core.records import Finding, LedgerRow, RunReport, Verdict
+from otel_stall.offline.replay import ReplayResult
 
 __all__ = [
     "error_json",

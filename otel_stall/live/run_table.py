@@ -1,9 +1,9 @@
 """The live processor's shared state: open runs, span ancestry, and their bounds.
 
-:class:`otel_stall.processor.StallSpanProcessor` decides *what* a span means
+:class:`otel_stall.live.processor.StallSpanProcessor` decides *what* a span means
 (its role, its call, its findings); this module remembers *where* it belongs.
 Keeping the two apart lets the table's locking and memory bounds be read and
-changed in one place, and gives :class:`otel_stall.guard.StallGuard` a narrow
+changed in one place, and gives :class:`otel_stall.live.guard.StallGuard` a narrow
 view of the run state instead of the processor's internals.
 
 :class:`RunTable` owns one lock, held only around its dict operations. It never
@@ -28,8 +28,8 @@ from opentelemetry.sdk.trace import Span
 from opentelemetry.trace import SpanContext
 
 from otel_stall.conventions import Role
-from otel_stall.detector import RunDetector
-from otel_stall.records import Finding, RunReport
+from otel_stall.core.detector import RunDetector
+from otel_stall.core.records import Finding, RunReport
 
 _OTHER: Final = Role.OTHER
 
@@ -72,7 +72,7 @@ class Run:
             format(trace_id, "032x"),
             None if span_id is None else format(span_id, "016x"),
         )
-        """The same run key :class:`otel_stall.trace.TraceAnalyzer` uses."""
+        """The same run key :class:`otel_stall.offline.analysis.TraceAnalyzer` uses."""
         self.span = span
         """The live run span (agent span or trace root) while it is open, if seen here."""
         self.context = None if span is None else span.get_span_context()

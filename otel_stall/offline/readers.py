@@ -8,7 +8,7 @@ Each file's format is sniffed from its first bytes, never from a flag:
   collector's file exporter (format json) writes;
 - a single pretty-printed OTLP/JSON document;
 - the reference's JSONL tool-call format (``"type": "tool_call"`` lines),
-  handed to :mod:`otel_stall.jsonl`;
+  handed to :mod:`otel_stall.offline.jsonl`;
 - length-prefixed protobuf (4-byte big-endian length, then a ``TracesData``),
   as the file exporter's proto format writes, and its legacy zstd mode, where
   each message is zstd-compressed on its own.
@@ -18,7 +18,7 @@ length of about 2 GB. So ``{``, ``[`` or whitespace means JSON, anything else
 means length-prefixed protobuf.
 
 Nothing here raises for bad content: every problem becomes an
-:class:`~otel_stall.errors.InputError` with the file and the line (text) or
+:class:`~otel_stall.core.errors.InputError` with the file and the line (text) or
 byte offset (binary), and reading goes on with the next line, message or file.
 """
 
@@ -36,8 +36,8 @@ from typing import IO, Any, Final
 import orjson
 import zstandard
 
-from otel_stall.errors import InputError
-from otel_stall.jsonl import load_events, looks_like_trace_line
+from otel_stall.core.errors import InputError
+from otel_stall.offline.jsonl import load_events, looks_like_trace_line
 
 __all__ = [
     "STDIN",
@@ -83,7 +83,7 @@ class Unit:
     json: Any = None
     proto: bytes | None = None
     events: Any = None
-    """A :class:`otel_stall.jsonl.LoadResult`, for the tool-call format."""
+    """A :class:`otel_stall.offline.jsonl.LoadResult`, for the tool-call format."""
 
     def error(self, message: str) -> InputError:
         """An error at this unit's position."""

@@ -10,7 +10,7 @@ its set-up. otel-stall registers one named ``otel_stall``::
     OTEL_PYTHON_CONFIGURATOR=otel_stall opentelemetry-instrument python app.py
 
 It runs the SDK's own set-up with one change: the exporters' batch processors
-are wrapped by a single :class:`~otel_stall.processor.StallSpanProcessor`,
+are wrapped by a single :class:`~otel_stall.live.processor.StallSpanProcessor`,
 configured from ``OTEL_STALL_*``, so every span is exported once, enriched.
 
 It takes effect only when chosen by name. Installed beside another configurator
@@ -37,8 +37,8 @@ from opentelemetry.sdk._configuration import _initialize_components, _OTelSDKCon
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from otel_stall.installer import adopt
-from otel_stall.processor import StallSpanProcessor
+from otel_stall.live.install import adopt
+from otel_stall.live.processor import StallSpanProcessor
 
 logger = logging.getLogger("otel_stall")
 
