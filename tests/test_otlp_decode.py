@@ -10,6 +10,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
+from otel_stall.conventions import CONTENT_KEYS
 from otel_stall.core.stall_attributes import SpanEvent
 from otel_stall.otlp.decode import (
     DecodeError,
@@ -185,7 +186,7 @@ def test_enrich_proto_span_overwrites_and_appends() -> None:
     python_to_any_value("old", span.attributes.add(key="stall.action").value)
     python_to_any_value('{"q": 1}', span.attributes.add(key="gen_ai.tool.call.arguments").value)
     event = SpanEvent("stall.detected", 9, {"stall.kind": "repeat", "stall.count": 3})
-    enrich_proto_span(span, {"stall.action": "warn", "stall.seq": 2}, [event], redact=True)
+    enrich_proto_span(span, {"stall.action": "warn", "stall.seq": 2}, [event], redact=CONTENT_KEYS)
     attrs = {kv.key: any_value_to_python(kv.value) for kv in span.attributes}
     assert attrs == {"stall.action": "warn", "stall.seq": 2}
     assert span.events[0].name == "stall.detected"
@@ -208,9 +209,9 @@ def test_enrich_json_span_matches_proto() -> None:
     obj = proto_to_json(data)
     attrs = {"stall.new_fact": True, "stall.score": 0.5}
     events = [SpanEvent("stall.detected", 7, {"stall.kind": "repeat"})]
-    enrich_proto_span(pb, attrs, events, redact=True)
+    enrich_proto_span(pb, attrs, events, redact=CONTENT_KEYS)
     enrich_json_span(
-        obj["resourceSpans"][0]["scopeSpans"][0]["spans"][0], attrs, events, redact=True
+        obj["resourceSpans"][0]["scopeSpans"][0]["spans"][0], attrs, events, redact=CONTENT_KEYS
     )
     assert traces_from_json(obj) == data
 

@@ -256,6 +256,16 @@ class Conventions:
         return ROLE_KEYS | {c.role_key for c in self.custom}
 
     @property
+    def content_keys(self) -> frozenset[str]:
+        """Every attribute that holds a raw payload: what redaction strips, live and offline.
+
+        The built-in payload keys and those of custom mappings, so a redacted
+        export never carries content that some mapping reads as arguments or results.
+        """
+        custom = {key for c in self.custom for key in (*c.arguments_keys, *c.result_keys)}
+        return CONTENT_KEYS | custom
+
+    @property
     def builds_calls_from_parts(self) -> bool:
         """Whether :meth:`tool_call_from` makes the same calls as :meth:`tool_call`.
 

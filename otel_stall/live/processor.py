@@ -62,7 +62,6 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits, SpanP
 from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode, set_span_in_context
 
 from otel_stall.conventions import (
-    CONTENT_KEYS,
     STATUS_ERROR,
     STATUS_OK,
     STATUS_UNSET,
@@ -201,11 +200,7 @@ class StallSpanProcessor(SpanProcessor):
         role_keys = self.conventions.role_keys
         self._role_keys = _EveryKey() if role_keys is None else role_keys
         self._signer = self.policy.signer
-        custom_payload = {
-            key for c in self.conventions.custom for key in (*c.arguments_keys, *c.result_keys)
-        }
-        self._content_keys = CONTENT_KEYS | custom_payload
-        """What redaction strips: the built-in payload keys and those of custom mappings."""
+        self._content_keys = self.conventions.content_keys
         table = RunTable(
             max_runs=settings.max_runs,
             ttl=float(settings.run_ttl_seconds),

@@ -225,6 +225,7 @@ class Replayer:
         already reported by the first pass, so they go to a scratch list.
         """
         scratch: list[InputError] = []
+        strip = self.conventions.content_keys if redact else frozenset()
         for path in expand_paths(paths, scratch):
             label = (labels or {}).get(path, _label(path))
             for unit in self._units(path, label, scratch):
@@ -239,8 +240,8 @@ class Replayer:
                                 attrs, events = self._lookup(
                                     result, span.trace_id.hex(), span.span_id.hex()
                                 )
-                                if attrs or events or redact:
-                                    enrich_proto_span(span, attrs, events, redact=redact)
+                                if attrs or events or strip:
+                                    enrich_proto_span(span, attrs, events, redact=strip)
                     yield unit, message
                 elif isinstance(unit.json, dict):
                     try:
@@ -249,10 +250,12 @@ class Replayer:
                         continue
                     for span in raw_spans:
                         if isinstance(span, dict):
-                            self._enrich_json(result, span, redact)
+                            self._enrich_json(result, span, strip)
                     yield unit, unit.json
 
-    def _enrich_json(self, result: ReplayResult, span: dict[str, Any], redact: bool) -> None:
+    def _enrich_json(
+        self, result: ReplayResult, span: dict[str, Any], strip: frozenset[str]
+    ) -> None:
         ids = []
         for camel, snake, size in (("traceId", "trace_id", 16), ("spanId", "span_id", 8)):
             key = camel if camel in span else snake
@@ -268,9 +271,9 @@ class Replayer:
             span[parent_key] = span[parent_key].lower()
         attrs, events = self._lookup(result, ids[0], ids[1])
         if attrs or events:
-            enrich_json_span(span, attrs, events, redact=redact)
-        elif redact:
-            redact_json_span(span)
+            enrich_json_span(span, attrs, events, redact=strip)
+        elif strip:
+            redact_json_span(span, strip)
 
     def write_json_lines(
         self,

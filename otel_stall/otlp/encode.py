@@ -17,7 +17,6 @@ from google.protobuf import json_format
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
-from otel_stall.conventions import CONTENT_KEYS
 from otel_stall.core.stall_attributes import SpanEvent
 from otel_stall.otlp.decode import DecodeError, hex_id, json_list
 
@@ -107,8 +106,8 @@ def python_to_json_any_value(value: Any) -> dict[str, Any]:
 # -- protobuf spans ------------------------------------------------------------
 
 
-def redact_proto_span(span: Any, keys: frozenset[str] = CONTENT_KEYS) -> None:
-    """Remove raw argument, result and message attributes from a protobuf span."""
+def redact_proto_span(span: Any, keys: frozenset[str]) -> None:
+    """Strip the raw-content attributes ``keys`` (``Conventions.content_keys``) from a span."""
     attributes = span.attributes
     for i in range(len(attributes) - 1, -1, -1):
         if attributes[i].key in keys:
@@ -120,11 +119,11 @@ def enrich_proto_span(
     attributes: Mapping[str, Any],
     events: Iterable[SpanEvent] = (),
     *,
-    redact: bool = False,
+    redact: frozenset[str] = frozenset(),
 ) -> None:
     """Add (or overwrite) attributes and append events on a protobuf ``Span``, in place."""
-    if redact:
-        redact_proto_span(span)
+    if redact:  # the raw-content keys to strip first
+        redact_proto_span(span, redact)
     existing = span.attributes
     if attributes:
         pending = dict(attributes)
@@ -143,8 +142,8 @@ def enrich_proto_span(
 # -- OTLP/JSON spans -------------------------------------------------------------
 
 
-def redact_json_span(span: dict[str, Any], keys: frozenset[str] = CONTENT_KEYS) -> None:
-    """Remove raw argument, result and message attributes from an OTLP/JSON span."""
+def redact_json_span(span: dict[str, Any], keys: frozenset[str]) -> None:
+    """Strip the raw-content attributes ``keys`` (``Conventions.content_keys``) from a JSON span."""
     attributes = span.get("attributes")
     if isinstance(attributes, list):
         span["attributes"] = [
@@ -157,11 +156,11 @@ def enrich_json_span(
     attributes: Mapping[str, Any],
     events: Iterable[SpanEvent] = (),
     *,
-    redact: bool = False,
+    redact: frozenset[str] = frozenset(),
 ) -> None:
     """Add (or overwrite) attributes and append events on an OTLP/JSON span dict, in place."""
-    if redact:
-        redact_json_span(span)
+    if redact:  # the raw-content keys to strip first
+        redact_json_span(span, redact)
     if attributes:
         existing = span.get("attributes")
         if not isinstance(existing, list):
