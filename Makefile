@@ -29,8 +29,9 @@ typecheck: $(VENV)/.installed
 unit: $(VENV)/.installed
 	$(BIN)/pytest
 
+## bench: run every benchmark and regenerate docs/performance.md (BENCH_ARGS=--quick: a fast run)
 bench: $(VENV)/.installed
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist

@@ -1,123 +1,176 @@
-"""The processor's overhead in the wiring its issue gives: a batch processor and OTLP/gRPC.
+"""The processor's cost in the wiring users run, as the application's CPU time per span.
 
-Pipeline A: TracerProvider -> BatchSpanProcessor -> OTLP/gRPC exporter -> a receiver.
-Pipeline B: the same, with StallSpanProcessor wrapped around the batch processor.
+Pipeline A: TracerProvider -> BatchSpanProcessor -> OTLPSpanExporter (gRPC) -> a receiver
+in another process. Pipeline B: the same with StallSpanProcessor around the batch
+processor. Both live in this process, side by side; the repetitions alternate A/B
+(the first side swapped every time), so a burst of load from elsewhere on a shared
+machine lands on both alike.
 
-``bench_processor.py`` times the cheapest pipelines there are, so its ratios are the
-highest; this one times what an application actually runs. The receiver is
-otel-stall's loopback sink in a process of its own, so that receiving is not
-counted. The batch processor exports on its own thread, so each repetition runs
-the workload and then ``force_flush()``, and what is compared is this process's
-CPU time over both: every thread's (the application's, the batch worker's, gRPC's).
-A and B run alternately, and the medians are compared. The workloads are
-``bench_processor``'s. At the end the sink's span count must equal what both
-pipelines sent, or the script fails: a lost span would flatter the ratio.
+Each repetition traces about 500 spans (one batch) and then calls ``force_flush()``,
+and costs this process's CPU time over all its threads (``time.process_time``: the
+application's, the batch worker's, gRPC's), so the export counts wherever it runs.
+Receiving does not count: the receiver is ``tests/otlp_sink.py`` in its own process.
+The garbage collector stays on, as in an application. The table gives the medians
+with their interquartile range, and the ratio of the medians with the interquartile
+range of the per-repetition ratios. After each workload the receiver must hold every
+span both pipelines sent and the processor must have finished every agent run
+without an internal error, or the script fails: a lost span would flatter the ratio.
 
-Run: ``.venv/bin/python bench/bench_processor_wiring.py [--quick]``.
+Run ``.venv/bin/python bench/bench_processor_wiring.py [--quick] [--check]``; with
+another checkout's interpreter it measures that checkout's code (the receiver stays
+this checkout's). ``--check`` also fails when a budget is missed.
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
-from bench_processor import TOOLS_PER_RUN, looping, non_tool, tool
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace import Tracer
+from workloads import WORKLOADS, Receiver, Workload, payload_bytes, pipeline
 
-from otel_stall.live.processor import StallSpanProcessor
+import otel_stall
 
-SINK = """
-import sys
-sys.path.insert(0, "tests")
-from otlp_sink import OtlpSink
-with OtlpSink(keep=False) as sink:
-    print(sink.port, flush=True)
-    sys.stdin.read()  # until the bench closes it
-print(sink.count, flush=True)
-"""
-"""The receiver's process: prints its port, then, once its input closes, the spans it got."""
+DASH = "\N{EN DASH}"
 
 
-def provider(port: int, stall: bool) -> TracerProvider:
-    """Pipeline A (``stall`` false) or B, exporting to the sink on ``port``."""
-    batch: SpanProcessor = BatchSpanProcessor(
-        OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True)
-    )
-    made = TracerProvider()
-    made.add_span_processor(StallSpanProcessor(batch) if stall else batch)
-    return made
+@dataclass(frozen=True)
+class Result:
+    """One workload's per-span CPU times (A and B) and its ratio, each with quartiles."""
+
+    spans: int
+    plain: tuple[float, float, float]
+    stall: tuple[float, float, float]
+    ratio: float
+    ratio_spread: tuple[float, float]
 
 
-def measure(
-    port: int, work: Callable[[Tracer, int], None], size: int, reps: int
-) -> tuple[float, float, float]:
-    """Median CPU ns per repetition of A and of B, and their ratio."""
-    pipelines = [provider(port, False), provider(port, True)]
-    tracers = [p.get_tracer("bench") for p in pipelines]
-    for made, tracer in zip(pipelines, tracers, strict=True):  # warm up both
-        work(tracer, size)
-        made.force_flush()
-    times: list[list[int]] = [[], []]
-    gc.collect()
-    gc.disable()
-    try:
-        for i in range(reps):
-            for side in (0, 1) if i % 2 == 0 else (1, 0):
-                start = time.process_time_ns()
-                work(tracers[side], size)
-                pipelines[side].force_flush()
-                times[side].append(time.process_time_ns() - start)
-            if i % 20 == 19:
-                gc.collect()
-    finally:
-        gc.enable()
-        for made in pipelines:
-            made.shutdown()
-    a, b = statistics.median(times[0]), statistics.median(times[1])
-    return a, b, b / a
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """First quartile, median and third quartile."""
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q2, q3
 
 
-def main(argv: Sequence[str]) -> int:
-    reps = 41 if "--quick" in argv else 201
-    rows: list[tuple[str, Callable[[Tracer, int], None], int, int, float | None]] = [
-        ("non-tool spans", non_tool, 20, 10, 1.05),
-        ("tool spans, 1.4 KB payload", tool, 2, TOOLS_PER_RUN + 1, 1.5),
-        ("  same, a looping run", looping, 2, TOOLS_PER_RUN + 1, None),
-    ]
-    sink = subprocess.Popen(
-        [sys.executable, "-c", SINK], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert sink.stdin is not None
-    assert sink.stdout is not None
-    port = int(sink.stdout.readline())
+def measure(receiver: Receiver, workload: Workload, reps: int) -> Result:
+    """Runs ``workload`` ``reps`` times on A and on B, alternating, and checks the delivery."""
+    before = receiver.count()
+    plain, _ = pipeline(receiver.port, stall=False)
+    stall, processor = pipeline(receiver.port, stall=True)
+    assert processor is not None
+    sides = ((plain, plain.get_tracer("bench")), (stall, stall.get_tracer("bench")))
     sent = 0
-    print("wiring: TracerProvider -> [StallSpanProcessor ->] BatchSpanProcessor -> OTLP/gRPC")
-    print(f"{'workload':<30} {'plain cpu us':>13} {'stall cpu us':>13} {'ratio':>7} {'target':>7}")
-    try:
-        for name, work, size, spans_per_unit, target in rows:
-            ma, mb, ratio = measure(port, work, size, reps)
-            spans = size * spans_per_unit
-            sent += 2 * (reps + 1) * spans
-            verdict = "(info)" if target is None else "ok" if ratio <= target else "MISSED"
-            print(
-                f"{name:<30} {ma / spans / 1000:>13.2f} {mb / spans / 1000:>13.2f} "
-                f"{ratio:>7.3f} {'' if target is None else '<=' + str(target):>7} {verdict}",
-                flush=True,
-            )
-    finally:
-        sink.stdin.close()
-        received = int(sink.stdout.readline() or -1)
-        sink.wait()
-    print(f"spans sent {sent}, received by the sink {received}")
-    return 0 if received == sent else 1
+    for provider, tracer in sides:  # warm up both: first exports open the gRPC channels
+        sent += workload.work(tracer, workload.units)
+        provider.force_flush()
+    times: tuple[list[int], list[int]] = ([], [])
+    spans = 0
+    gc.collect()
+    for i in range(reps):
+        for side in (0, 1) if i % 2 == 0 else (1, 0):
+            provider, tracer = sides[side]
+            start = time.process_time_ns()
+            spans = workload.work(tracer, workload.units)
+            provider.force_flush()
+            times[side].append(time.process_time_ns() - start)
+            sent += spans
+    plain.shutdown()
+    stall.shutdown()
+    check_delivery(receiver, before + sent, workload)
+    check_processor(processor.stats(), workload, reps)
+    per_span = [[t / spans / 1000 for t in side] for side in times]
+    paired = [b / a for a, b in zip(times[0], times[1], strict=True)]
+    ratio_q1, _, ratio_q3 = quartiles(paired)
+    a, b = quartiles(per_span[0]), quartiles(per_span[1])
+    return Result(spans, a, b, b[1] / a[1], (ratio_q1, ratio_q3))
+
+
+def check_delivery(receiver: Receiver, expected: int, workload: Workload) -> None:
+    """The receiver got every span sent so far: lose nothing."""
+    deadline = time.monotonic() + 30
+    received = receiver.count()
+    while received < expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+        received = receiver.count()
+    if received != expected:
+        raise SystemExit(f"{workload.name}: the receiver got {received} spans of {expected} sent")
+
+
+def check_processor(stats: otel_stall.ProcessorStats, workload: Workload, reps: int) -> None:
+    """Pipeline B did its work: every agent run finished, no internal error."""
+    if stats.errors:
+        raise SystemExit(f"{workload.name}: the processor caught {stats.errors} internal errors")
+    if workload.name != "non-tool spans" and stats.finished_runs != (reps + 1) * workload.units:
+        raise SystemExit(f"{workload.name}: {stats.finished_runs} runs finished")
+
+
+def code_under_test() -> str:
+    """Where the measured ``otel_stall`` comes from, with its commit when it is a checkout."""
+    package = Path(otel_stall.__file__).resolve().parent
+    head = package.parent / ".git"
+    commit = ""
+    if head.exists():
+        out = subprocess.run(
+            ["git", "-C", str(package.parent), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        commit = f" at commit {out.stdout.strip()}" if out.returncode == 0 else ""
+    return f"`{package.parent}`{commit}"
+
+
+def row(workload: Workload, result: Result) -> str:
+    """One markdown table row."""
+    a, b = result.plain, result.stall
+    low, high = result.ratio_spread
+    verdict = "pass" if result.ratio <= workload.budget else "**miss**"
+    return (
+        f"| {workload.name} | {result.spans} | {a[1]:.1f} ({a[0]:.1f}{DASH}{a[2]:.1f}) "
+        f"| {b[1]:.1f} ({b[0]:.1f}{DASH}{b[2]:.1f}) "
+        f"| **{result.ratio:.3f}** ({low:.2f}{DASH}{high:.2f}) | ≤ {workload.budget} | {verdict} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="21 repetitions instead of 121")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a budget is missed")
+    options = parser.parse_args(argv)
+    reps = 21 if options.quick else 121
+    print("## Live processor: CPU time in the wiring users run\n")
+    print(
+        "`TracerProvider` → [`StallSpanProcessor` →] `BatchSpanProcessor` → "
+        "`OTLPSpanExporter` (gRPC) → a receiver in another process. CPU time of the "
+        "application process over all its threads, per span, median of "
+        f"{reps} repetitions of about 500 spans (one batch each) per side, A and B "
+        "interleaved; in brackets the interquartile range. The ratio is B's median over "
+        "A's, in brackets the interquartile range of the per-repetition ratios. "
+        f"Tool calls carry {payload_bytes()} B of JSON arguments and result, every call "
+        f"different. Code measured: {code_under_test()}.\n"
+    )
+    print(
+        "| workload | spans per repetition | without otel-stall, CPU µs/span "
+        "| with otel-stall, CPU µs/span | ratio | budget | |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|")
+    missed = False
+    with Receiver() as receiver:
+        for workload in WORKLOADS:
+            result = measure(receiver, workload, reps)
+            missed |= result.ratio > workload.budget
+            print(row(workload, result), flush=True)
+        total = receiver.count()
+    print(
+        f"\nThe receiver got all {total:,} spans the pipelines sent; "
+        "the processor finished every agent run, with no internal error.\n"
+    )
+    return 1 if missed and options.check else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
