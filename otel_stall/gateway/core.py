@@ -359,7 +359,7 @@ class Pipeline:
             if _should_raise(self.raise_errors):
                 self._send(outcome.pieces, tally)
                 raise
-        self._count(outcome)
+        self._count(outcome, ready)
         self._send(outcome.pieces, tally)
         return outcome.live_changed
 
@@ -373,10 +373,10 @@ class Pipeline:
             logger.exception("stall detection failed on a trace; forwarding it as it came")
         return Outcome(None, pieces)
 
-    def _count(self, outcome: Outcome) -> None:
+    def _count(self, outcome: Outcome, ready: Ready) -> None:
         if outcome.skipped:
-            entries = len(outcome.pieces)
-            self.metrics.unenriched(entries, outcome.skipped)
+            spans = len(ready.entries) + len(ready.links) // LINK_BYTES
+            self.metrics.unenriched(spans, outcome.skipped)
             if self._once(outcome.skipped):
                 logger.warning(
                     "a trace's parent chains are cyclic or too deep to walk; "
