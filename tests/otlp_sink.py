@@ -160,9 +160,7 @@ class OtlpSink:
 
 def _ids_valid(request: Any) -> bool:
     return all(
-        len(span.trace_id) == 16
-        and len(span.span_id) == 8
-        and len(span.parent_span_id) in (0, 8)
+        len(span.trace_id) == 16 and len(span.span_id) == 8 and len(span.parent_span_id) in (0, 8)
         for rs in request.resource_spans
         for ss in rs.scope_spans
         for span in ss.spans

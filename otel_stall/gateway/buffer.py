@@ -49,7 +49,7 @@ TRACE_BYTES: Final = 600
 """Allowance per held trace: its record, dictionary slot and link array (measured: about 500)."""
 
 TOOL: Final = 1
-"""Entry kinds, as :meth:`Conventions.role` names them; ``FULL`` is a span only the full decoder reads."""
+"""Entry kinds, as :meth:`Conventions.role` names them; ``FULL``: only the full decoder can tell."""
 MODEL: Final = 2
 AGENT: Final = 3
 ROOT: Final = 4

@@ -152,7 +152,7 @@ class GatewayConfig:
     )
     """Largest accepted request, after decompression; larger ones get an OTLP error."""
     bearer_token: str | None = env_field(None, "GATEWAY_BEARER_TOKEN", _token, "a token string")
-    """When set, requests must carry ``Authorization: Bearer <token>``; set but empty is an error."""
+    """When set, requests must carry ``Authorization: Bearer <token>``; empty is an error."""
     bearer_token_file: str | None = env_field(
         None, "GATEWAY_BEARER_TOKEN_FILE", _optional_text, "a file holding the token"
     )

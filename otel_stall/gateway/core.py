@@ -297,31 +297,12 @@ class Pipeline:
                         kind = kind_of(span)
                     else:
                         kind = 0
-                    if not kind:
-                        if parent:
-                            group.links += span_id
-                            group.links += parent
-                            group.size += LINK_BYTES
-                            continue
-                        group.has_root = True
-                        kind = ROOT
-                    elif not parent:
-                        group.has_root = True
-                    group.size += ENTRY_BYTES
-                    if kind == MODEL:
-                        group.entries.append(
-                            Entry(MODEL, span_id, parent, span.start_time_unix_nano,
-                                  span.end_time_unix_nano)
-                        )  # fmt: skip
-                    elif kind == ROOT:
-                        group.entries.append(
-                            Entry(ROOT, span_id, b"", span.start_time_unix_nano,
-                                  span.end_time_unix_nano, span)
-                        )  # fmt: skip
-                    else:
-                        group.entries.append(Entry(kind, span_id, parent, 0, 0, span))
-                        group.cuts.append((rs, ss, i))
-                        group.held += 1
+                    if not kind and parent:
+                        group.links += span_id
+                        group.links += parent
+                        group.size += LINK_BYTES
+                        continue
+                    _enter(group, kind, span, span_id, parent, (rs, ss, i))
         return groups, invalid
 
     @staticmethod
@@ -414,7 +395,7 @@ class Pipeline:
             tally.open -= len(packed.oversized)
 
     def _oversized(self, spans: list[bytes]) -> None:
-        """Spans larger than the upstream's limit on their own: dropped, counted, logged once each."""
+        """Spans over the upstream's limit on their own: dropped, counted, logged once each."""
         self._undelivered(len(spans), "too_large")
         limit = self.config.upstream_max_bytes
         for data in spans:
@@ -446,6 +427,25 @@ class Pipeline:
                     raise
 
 
+def _enter(
+    group: Group, kind: int, span: Any, span_id: bytes, parent: bytes, where: tuple[Any, Any, int]
+) -> None:
+    """One span detection reads into its group: a root, a model's place, or a span to hold."""
+    group.size += ENTRY_BYTES
+    if not parent:
+        group.has_root = True
+    if not kind:
+        start, end = span.start_time_unix_nano, span.end_time_unix_nano
+        group.entries.append(Entry(ROOT, span_id, b"", start, end, span))
+    elif kind == MODEL:
+        start, end = span.start_time_unix_nano, span.end_time_unix_nano
+        group.entries.append(Entry(MODEL, span_id, parent, start, end))
+    else:
+        group.entries.append(Entry(kind, span_id, parent, 0, 0, span))
+        group.cuts.append(where)
+        group.held += 1
+
+
 def _cut(cuts: Iterable[tuple[Any, Any, int]]) -> None:
     """Delete spans from their ``ScopeSpans``, last index first so the others stay put."""
     by_scope: dict[int, tuple[Any, list[int]]] = {}
@@ -471,7 +471,7 @@ def _trace_id_of(span: bytes) -> str:
 
 
 def _labels_bounded(report: RunReport) -> RunReport:
-    """The report with tool names cut to :data:`LABEL_LIMIT` for metric labels (a copy only if needed)."""
+    """The report with tool names cut to :data:`LABEL_LIMIT` for metric labels (copied if so)."""
     long_rows = any(len(r.tool) > LABEL_LIMIT for r in report.ledger)
     long_findings = any(len(f.tool) > LABEL_LIMIT for f in report.findings)
     if not long_rows and not long_findings:

@@ -1,4 +1,4 @@
-"""Classify spans as they arrive, and detect on a decided trace: the gateway's only use of the decoder.
+"""Classify spans as they arrive, and detect on a decided trace: all the gateway asks the decoder.
 
 Every call into ``otel_stall.otlp`` and ``otel_stall.offline`` the gateway
 makes is here, so a rename there is one edit here.

@@ -41,7 +41,7 @@ logger = logging.getLogger("otel_stall.gateway")
 _READ: Final = 1 << 16
 _MAX_HEADERS: Final = 64 << 10
 _DRAIN_FACTOR: Final = 8
-"""A refused body up to this many request limits is read and dropped, so the client sees the answer."""
+"""A refused body up to this many request limits is read and dropped: the client sees the answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,10 +281,8 @@ class AsyncHttpServer:
             event = await self._next(conn, reader)
             if isinstance(event, h11.Data):
                 size += len(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                return True
             else:
-                return False
+                return isinstance(event, h11.EndOfMessage)
         return False
 
     @staticmethod

@@ -340,7 +340,7 @@ class _TooLarge(Exception):
 
 
 def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
-    """Gzip (every member of it) or deflate, bounded so a small bomb cannot expand past ``limit``."""
+    """Gzip (every member of it) or deflate, bounded: a small bomb cannot expand past ``limit``."""
     if encoding in ("", "identity"):
         return body
     if encoding == "gzip":

@@ -2,8 +2,9 @@
 
 Together they account for every span: received = forwarded + undelivered +
 held (trace buffer and upstream queue); a span refused to its client as a
-partial success is counted undelivered with reason ``invalid_id``. Un-enriched spans are forwarded too;
-they are counted separately so a full buffer never hides.
+partial success is counted undelivered with reason ``invalid_id``.
+Un-enriched spans are forwarded too; they are counted separately so a full
+buffer never hides.
 """
 
 from __future__ import annotations
