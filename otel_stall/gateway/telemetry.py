@@ -52,6 +52,9 @@ class GatewayMetricNames:
 
 Names = GatewayMetricNames
 
+UNENRICHED_REASONS: Final = ("buffer_full", "late", "error", "too_complex")
+"""Why a span went on without ``stall.*``: each series exists from the start, at zero."""
+
 
 class GatewayMetrics:
     """Counters and gauges for the gateway; the gauges read live sizes when scraped."""
@@ -92,6 +95,8 @@ class GatewayMetrics:
         # Present from the first scrape, so rate() has a zero to start from.
         self._received.add(0)
         self._forwarded.add(0)
+        for reason in UNENRICHED_REASONS:
+            self._unenriched.add(0, {Names.REASON: reason})
 
         def gauge(read: Callable[[], int]) -> Callable[[CallbackOptions], Iterable[Observation]]:
             def callback(_options: CallbackOptions) -> Iterable[Observation]:
