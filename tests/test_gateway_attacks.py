@@ -232,25 +232,30 @@ cfg = GatewayConfig(grpc="off", http="off", metrics="off", upstream="x:1", decis
                     retry_initial=5, retry_max=5)
 pipeline = Pipeline(cfg, sender=Down(), raise_errors=True)
 pipeline.start()
-bodies = []
-for n in range(300):
+def body(n):
     if mode == "buffer":
         # One held tool span (about 100 bytes) in a 600 kB request of a finished plain trace.
         spans = [t.tool(10_000 + n, 1, 2), *t.plain_trace(n, 2_000, padding=200)]
     else:
         spans = [t.span(n, 1, 2, attrs={{"blob": "x" * (1 << 20)}})]
-    bodies.append(t.request(spans).SerializeToString())
-gc.collect()
-before = rss()
-for body in bodies:
+    return t.request(spans).SerializeToString()
+
+def ingest(n):
+    data = body(n)
     message = t.request([])
-    message.ParseFromString(body)
-    pipeline.ingest(message, body)
-    del message
-del bodies
+    message.ParseFromString(data)
+    pipeline.ingest(message, data)
+
+warm = 30 if mode == "buffer" else 2  # allocator pools, caches; the queue still empty
+for n in range(warm):
+    ingest(n)
+gc.collect()
+before, size = rss(), pipeline.buffer.size
+for n in range(warm, warm + 300):
+    ingest(n)
 gc.collect()
 after = rss()
-print(json.dumps({{"growth": after - before, "buffer": pipeline.buffer.size,
+print(json.dumps({{"growth": after - before, "buffer": pipeline.buffer.size - size,
                   "queue": pipeline.upstream.queued_bytes, "held": pipeline.buffer.spans}}))
 """
 
@@ -271,10 +276,10 @@ def probe(mode: str) -> dict[str, int]:
 def test_a_held_span_does_not_keep_its_request_alive() -> None:
     """300 held 100-byte spans from 600 kB requests: RSS grows by a small multiple of them."""
     result = probe("buffer")
-    assert result["held"] == 300
-    assert result["buffer"] <= 1 << 20
+    assert result["held"] == 330  # and 30 more in the warm-up
+    assert 0 < result["buffer"] <= 1 << 20
     # Before the fix each held span kept its whole request: about 180 MB here.
-    assert result["growth"] < 4 * result["buffer"] + 8 * MIB, result
+    assert result["growth"] < 4 * result["buffer"] + 4 * MIB, result
 
 
 def test_the_upstream_queue_is_bounded_in_bytes() -> None:
