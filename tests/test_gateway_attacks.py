@@ -338,16 +338,16 @@ def deep_trace(trace: int, count: int) -> list[Span]:
 
 @pytest.mark.parametrize("shape", [cyclic_trace, deep_trace], ids=["cycle", "deep-chain"])
 def test_a_costly_parent_chain_does_not_hold_the_export_call(shape: Any, sink: OtlpSink) -> None:
-    """20,000 model spans in a cycle or a chain: the call returns, the trace goes on un-enriched."""
-    # Before the fix this walked some 10^8 parent hops inside the Export call (minutes).
-    attack = request(shape(1, 20_000)).SerializeToString()
+    """40,000 model spans in a cycle or a chain: the call returns, the trace goes on un-enriched."""
+    # Before the fix the Export call walked 4x10^8 parent hops or more (over a minute of CPU).
+    attack = request(shape(1, 40_000)).SerializeToString()
     normal = agent_spans(loops=1, progresses=0)
     with Gateway(config(sink, metrics="127.0.0.1:0")) as gateway:
         assert gateway.grpc_endpoint is not None
         assert gateway.metrics_endpoint is not None
         assert call(gateway.grpc_endpoint, attack, timeout=60)[0] is grpc.StatusCode.OK
         assert export(gateway.grpc_endpoint, normal) == len(normal)
-        assert wait_until(lambda: sink.count == 20_001 + len(normal), timeout=60)
+        assert wait_until(lambda: sink.count == 40_001 + len(normal), timeout=60)
         samples = scrape(gateway.metrics_endpoint)
     assert value(samples, "otel_stall_gateway_spans_unenriched_total", reason="too_complex") > 0
     runs = [s for s in sink.spans.values() if s.name == "invoke_agent researcher"]
