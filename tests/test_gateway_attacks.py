@@ -185,13 +185,19 @@ def test_requests_queued_in_an_outage_are_not_merged_past_the_limit(
     assert gateway.pipeline.undelivered == 0
 
 
+@pytest.mark.parametrize(
+    "gateway_limit",
+    [None, 16 * MIB],
+    ids=["default-limit", "limit-above-the-upstreams"],
+)
 def test_a_span_larger_than_the_upstream_limit_is_dropped_and_counted(
-    small_upstream: OtlpSink, caplog: pytest.LogCaptureFixture
+    gateway_limit: int | None, small_upstream: OtlpSink, caplog: pytest.LogCaptureFixture
 ) -> None:
     """One 5 MiB span cannot be sent: it is counted too_large, its trace id logged; the rest go."""
     huge = span(7, 1, 2, attrs={"blob": "x" * (5 * MIB)})
     others = plain_trace(8, 5)
-    with Gateway(config(small_upstream, metrics="127.0.0.1:0")) as gateway:
+    settings = {} if gateway_limit is None else {"upstream_max_bytes": gateway_limit}
+    with Gateway(config(small_upstream, metrics="127.0.0.1:0", **settings)) as gateway:
         assert gateway.grpc_endpoint is not None
         assert gateway.metrics_endpoint is not None
         assert call(gateway.grpc_endpoint, request([huge, *others]).SerializeToString())[0] == (

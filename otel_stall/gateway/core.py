@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -397,7 +398,7 @@ class Pipeline:
     def _oversized(self, spans: list[bytes]) -> None:
         """Spans over the upstream's limit on their own: dropped, counted, logged once each."""
         self._undelivered(len(spans), "too_large")
-        limit = self.config.upstream_max_bytes
+        limit = self.upstream.batch_bytes
         for data in spans:
             trace_id = _trace_id_of(data)
             if self._once(f"too_large:{trace_id}"):
@@ -463,8 +464,6 @@ def _cut(cuts: Iterable[tuple[Any, Any, int]]) -> None:
 
 def _trace_id_of(span: bytes) -> str:
     try:
-        from opentelemetry.proto.trace.v1.trace_pb2 import Span
-
         return bytes(Span.FromString(span).trace_id).hex() or "(none)"
     except Exception:
         return "(unreadable)"

@@ -448,7 +448,7 @@ class Upstream:
         if batch.spans <= 1:
             self._done()
             if delivery.too_large and self._on_oversized is not None:
-                self._on_oversized([batch.payload])
+                self._on_oversized([data for _, data in pieces_of(batch.payload)])
             else:
                 reason = "too_large" if delivery.too_large else "rejected"
                 self._on_undelivered(batch.spans, reason)
