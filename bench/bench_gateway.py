@@ -161,8 +161,21 @@ def free_port() -> int:
         return port
 
 
-def run(payloads: list[bytes], total: int, senders: int, detect: bool, root: Path) -> float:
-    """Spans per second through one gateway process run from the source tree ``root``."""
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(
+    payloads: list[bytes], total: int, senders: int, detect: bool, root: Path
+) -> tuple[float, float]:
+    """Spans per second through one gateway process from the tree ``root``, and its CPU µs/span.
+
+    CPU time is steadier than wall time on a shared machine: the page can
+    read both.
+    """
     port = free_port()
     with OtlpSink(keep=False, workers=8) as sink:
         argv = [
@@ -178,6 +191,7 @@ def run(payloads: list[bytes], total: int, senders: int, detect: bool, root: Pat
             channel = grpc.insecure_channel(f"127.0.0.1:{port}")
             grpc.channel_ready_future(channel).result(timeout=30)
             call = channel.unary_unary(EXPORT, request_serializer=None)
+            cpu_before = cpu_seconds(gateway.pid)
             started = time.perf_counter()
 
             def send(index: int) -> None:
@@ -193,13 +207,14 @@ def run(payloads: list[bytes], total: int, senders: int, detect: bool, root: Pat
             while sink.count < total and time.monotonic() < deadline:
                 time.sleep(0.005)
             elapsed = time.perf_counter() - started
+            cpu = cpu_seconds(gateway.pid) - cpu_before
             channel.close()
             if sink.count != total:
                 raise SystemExit(f"the sink got {sink.count} of {total} spans")
         finally:
             gateway.terminate()
             gateway.wait(60)
-    return total / elapsed
+    return total / elapsed, cpu / total * 1e6
 
 
 def main() -> None:
@@ -215,25 +230,34 @@ def main() -> None:
     if args.baseline is not None:
         trees["baseline"] = args.baseline.resolve()
     results: dict[tuple[str, str, str], float] = {}
+    cpu: dict[tuple[str, str, str], float] = {}
     for kind in ("agent", "mix"):
         payloads, total = workload(kind, args.spans)
         print(f"{kind}: {total} spans in {len(payloads)} requests, {args.senders} gRPC senders")
         for _ in range(args.repeat):
             for name, root in trees.items():
                 for mode, detect in (("pass-through", False), ("detect", True)):
-                    rate = run(payloads, total, args.senders, detect, root)
+                    rate, micros = run(payloads, total, args.senders, detect, root)
                     key = (kind, name, mode)
                     results[key] = max(results.get(key, 0.0), rate)
+                    cpu[key] = min(cpu.get(key, float("inf")), micros)
     for (kind, name, mode), rate in sorted(results.items()):
-        print(f"{kind:5s} {name:9s} {mode:12s} {rate:10,.0f} spans/s")
+        micros = cpu[(kind, name, mode)]
+        print(f"{kind:5s} {name:9s} {mode:12s} {rate:10,.0f} spans/s {micros:7.1f} CPU us/span")
     for name in trees:
         for kind in ("agent", "mix"):
             on, off = results[(kind, name, "detect")], results[(kind, name, "pass-through")]
             print(f"ratio {kind} detect/pass-through ({name}): {on / off:.2f}")
+    for name in trees:
+        for kind in ("agent", "mix"):
+            on, off = cpu[(kind, name, "detect")], cpu[(kind, name, "pass-through")]
+            print(f"ratio {kind} gateway CPU pass-through/detect ({name}): {off / on:.2f}")
     if "baseline" in trees:
         for kind in ("agent", "mix"):
             new, old = results[(kind, "this tree", "detect")], results[(kind, "baseline", "detect")]
             print(f"ratio {kind} detect this tree/baseline: {new / old:.2f}")
+            new, old = cpu[(kind, "this tree", "detect")], cpu[(kind, "baseline", "detect")]
+            print(f"ratio {kind} detect CPU baseline/this tree: {old / new:.2f}")
 
 
 if __name__ == "__main__":
