@@ -1,18 +1,29 @@
 """Gateway throughput (spans/s) with detection on, against the same server with detection off.
 
-Both runs use the same pre-encoded OTLP requests (demo agents: a looping and
-a progressing run, 37 spans per pair, unique trace ids), sent over gRPC by
-concurrent senders to ``python -m otel_stall.gateway`` in its own process,
-which forwards to a loopback OTLP sink. Time runs from the first request to
-the last span arriving at the sink, so buffering and forwarding are counted.
+Two workloads, each run through ``python -m otel_stall.gateway`` in its own
+process, sent over gRPC by concurrent senders and forwarded to a loopback
+OTLP sink; time runs from the first request to the last span arriving at
+the sink, so buffering and forwarding are counted:
 
-    .venv/bin/python bench/bench_gateway.py [--spans 100000] [--senders 4]
+- ``agent``: demo agents only (a looping and a progressing run per pair);
+- ``mix``: 10% agent traces and 90% ordinary service traces (an HTTP server
+  span with database, HTTP client and Kafka publish spans, with the attributes
+  real instrumentations set), each kind from its own instrumentation scope, as
+  a collector tier sees it.
+
+The modes run interleaved, best of ``--repeat``, so a noisy machine hits both
+alike. ``--baseline DIR`` also runs another source tree's gateway (e.g. a
+``git archive`` of main) on the same requests, side by side. The closing
+``ratio`` lines are what the performance page reads.
+
+    .venv/bin/python bench/bench_gateway.py [--spans 100000] [--senders 4] [--baseline DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -22,9 +33,11 @@ from pathlib import Path
 
 import grpc
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, Tracer
 
 from otel_stall.demo import run_looping_agent, run_progressing_agent
 
@@ -33,21 +46,107 @@ from otlp_sink import OtlpSink
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 ROOT = Path(__file__).resolve().parent.parent
+RESOURCE = {
+    "service.name": "shop",
+    "service.version": "1.4.2",
+    "deployment.environment.name": "prod",
+    "host.name": "shop-7d9c8b-x2k4q",
+    "k8s.pod.name": "shop-7d9c8b-x2k4q",
+    "k8s.namespace.name": "shop",
+    "telemetry.sdk.language": "python",
+}
+USER_AGENT = (
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari"
+)
 
 
-def requests(total_spans: int, per_request: int = 512) -> tuple[list[bytes], int]:
-    """Whole traces, packed into requests of about ``per_request`` spans."""
+def service_trace(http: Tracer, db: Tracer, mq: Tracer, rnd: random.Random) -> None:
+    """One ordinary request: a server span over queries, a downstream call and a publish."""
+    route = rnd.choice(["/api/orders", "/api/users/{id}", "/api/cart", "/checkout"])
+    with http.start_as_current_span(
+        f"POST {route}",
+        kind=SpanKind.SERVER,
+        attributes={
+            "http.request.method": "POST",
+            "http.route": route,
+            "url.scheme": "https",
+            "url.path": route.replace("{id}", str(rnd.randint(1, 99_999))),
+            "server.address": "shop.example.com",
+            "server.port": 443,
+            "client.address": f"10.0.{rnd.randint(0, 255)}.{rnd.randint(0, 255)}",
+            "user_agent.original": USER_AGENT,
+            "network.protocol.version": "1.1",
+        },
+    ) as server:
+        for _ in range(rnd.randint(1, 4)):
+            table = rnd.choice(["orders", "users", "carts", "items"])
+            with db.start_as_current_span(
+                f"SELECT shop.{table}",
+                kind=SpanKind.CLIENT,
+                attributes={
+                    "db.system.name": "postgresql",
+                    "db.namespace": "shop",
+                    "db.collection.name": table,
+                    "db.operation.name": "SELECT",
+                    "db.query.text": f"SELECT id, status, total, updated_at FROM {table} "
+                    "WHERE customer_id = $1 AND status = $2 ORDER BY updated_at DESC LIMIT 50",
+                    "server.address": "pg-primary.internal",
+                    "server.port": 5432,
+                },
+            ):
+                pass
+        with http.start_as_current_span(
+            "GET",
+            kind=SpanKind.CLIENT,
+            attributes={
+                "http.request.method": "GET",
+                "url.full": f"http://inventory.internal:8080/v2/stock?sku={rnd.randint(1, 10**6)}",
+                "server.address": "inventory.internal",
+                "server.port": 8080,
+                "http.response.status_code": 200,
+                "network.peer.address": "10.1.2.3",
+            },
+        ):
+            pass
+        with mq.start_as_current_span(
+            "publish orders.created",
+            kind=SpanKind.PRODUCER,
+            attributes={
+                "messaging.system": "kafka",
+                "messaging.operation.type": "publish",
+                "messaging.destination.name": "orders.created",
+                "messaging.kafka.message.key": f"order-{rnd.randint(1, 10**6)}",
+                "messaging.message.body.size": rnd.randint(200, 2000),
+                "server.address": "kafka-0.internal",
+                "server.port": 9092,
+            },
+        ):
+            pass
+        server.set_attribute("http.response.status_code", 200)
+
+
+def workload(kind: str, total_spans: int, per_request: int = 512) -> tuple[list[bytes], int]:
+    """Whole traces of ``kind`` (``agent`` or ``mix``), packed into requests of about 512 spans."""
+    rnd = random.Random(21)
     memory = InMemorySpanExporter()
-    provider = TracerProvider()
+    provider = TracerProvider(resource=Resource.create(RESOURCE))
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("bench")
+    agent = provider.get_tracer("opentelemetry.instrumentation.openai_agents", "0.1.0")
+    http = provider.get_tracer("opentelemetry.instrumentation.flask", "0.48b0")
+    db = provider.get_tracer("opentelemetry.instrumentation.psycopg", "0.48b0")
+    mq = provider.get_tracer("opentelemetry.instrumentation.kafka", "0.48b0")
     out: list[bytes] = []
     count = 0
     while count < total_spans:
         while len(memory.get_finished_spans()) < per_request:
-            run_looping_agent(tracer)
-            run_progressing_agent(tracer)
-        spans = list(memory.get_finished_spans())
+            if kind == "agent":
+                run_looping_agent(agent)
+                run_progressing_agent(agent)
+            elif rnd.random() < 0.1:
+                (run_looping_agent if rnd.random() < 0.5 else run_progressing_agent)(agent)
+            else:
+                service_trace(http, db, mq, rnd)
+        spans: list[ReadableSpan] = list(memory.get_finished_spans())
         memory.clear()
         out.append(encode_spans(spans).SerializeToString())
         count += len(spans)
@@ -62,8 +161,21 @@ def free_port() -> int:
         return port
 
 
-def run(payloads: list[bytes], total: int, senders: int, detect: bool) -> float:
-    """Spans per second through one gateway process."""
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(
+    payloads: list[bytes], total: int, senders: int, detect: bool, root: Path
+) -> tuple[float, float]:
+    """Spans per second through one gateway process from the tree ``root``, and its CPU µs/span.
+
+    CPU time is steadier than wall time on a shared machine: the page can
+    read both.
+    """
     port = free_port()
     with OtlpSink(keep=False, workers=8) as sink:
         argv = [
@@ -73,46 +185,79 @@ def run(payloads: list[bytes], total: int, senders: int, detect: bool) -> float:
         ]  # fmt: skip
         if not detect:
             argv.append("--no-detect")
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        gateway = subprocess.Popen(argv, env=env)
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        gateway = subprocess.Popen(argv, env=env, cwd=root)
         try:
             channel = grpc.insecure_channel(f"127.0.0.1:{port}")
             grpc.channel_ready_future(channel).result(timeout=30)
             call = channel.unary_unary(EXPORT, request_serializer=None)
+            cpu_before = cpu_seconds(gateway.pid)
             started = time.perf_counter()
 
             def send(index: int) -> None:
                 for payload in payloads[index::senders]:
-                    call(payload, timeout=60)
+                    call(payload, timeout=120)
 
             threads = [threading.Thread(target=send, args=(i,)) for i in range(senders)]
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
-            while sink.count < total:
+            deadline = time.monotonic() + 300
+            while sink.count < total and time.monotonic() < deadline:
                 time.sleep(0.005)
             elapsed = time.perf_counter() - started
+            cpu = cpu_seconds(gateway.pid) - cpu_before
             channel.close()
+            if sink.count != total:
+                raise SystemExit(f"the sink got {sink.count} of {total} spans")
         finally:
             gateway.terminate()
-            gateway.wait(30)
-    return total / elapsed
+            gateway.wait(60)
+    return total / elapsed, cpu / total * 1e6
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--spans", type=int, default=100_000)
     parser.add_argument("--senders", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=2, help="best of N runs per mode")
+    parser.add_argument(
+        "--baseline", type=Path, help="another source tree to run side by side (e.g. main)"
+    )
     args = parser.parse_args()
-    payloads, total = requests(args.spans)
-    print(f"{total} spans in {len(payloads)} requests, {args.senders} concurrent gRPC senders")
-    off = max(run(payloads, total, args.senders, detect=False) for _ in range(args.repeat))
-    on = max(run(payloads, total, args.senders, detect=True) for _ in range(args.repeat))
-    print(f"pass-through (--no-detect): {off:10,.0f} spans/s")
-    print(f"detect + enrich:            {on:10,.0f} spans/s")
-    print(f"detection costs {off / on:.2f}x (pass-through / detect)")
+    trees = {"this tree": ROOT}
+    if args.baseline is not None:
+        trees["baseline"] = args.baseline.resolve()
+    results: dict[tuple[str, str, str], float] = {}
+    cpu: dict[tuple[str, str, str], float] = {}
+    for kind in ("agent", "mix"):
+        payloads, total = workload(kind, args.spans)
+        print(f"{kind}: {total} spans in {len(payloads)} requests, {args.senders} gRPC senders")
+        for _ in range(args.repeat):
+            for name, root in trees.items():
+                for mode, detect in (("pass-through", False), ("detect", True)):
+                    rate, micros = run(payloads, total, args.senders, detect, root)
+                    key = (kind, name, mode)
+                    results[key] = max(results.get(key, 0.0), rate)
+                    cpu[key] = min(cpu.get(key, float("inf")), micros)
+    for (kind, name, mode), rate in sorted(results.items()):
+        micros = cpu[(kind, name, mode)]
+        print(f"{kind:5s} {name:9s} {mode:12s} {rate:10,.0f} spans/s {micros:7.1f} CPU us/span")
+    for name in trees:
+        for kind in ("agent", "mix"):
+            on, off = results[(kind, name, "detect")], results[(kind, name, "pass-through")]
+            print(f"ratio {kind} detect/pass-through ({name}): {on / off:.2f}")
+    for name in trees:
+        for kind in ("agent", "mix"):
+            on, off = cpu[(kind, name, "detect")], cpu[(kind, name, "pass-through")]
+            print(f"ratio {kind} gateway CPU pass-through/detect ({name}): {off / on:.2f}")
+    if "baseline" in trees:
+        for kind in ("agent", "mix"):
+            new, old = results[(kind, "this tree", "detect")], results[(kind, "baseline", "detect")]
+            print(f"ratio {kind} detect this tree/baseline: {new / old:.2f}")
+            new, old = cpu[(kind, "this tree", "detect")], cpu[(kind, "baseline", "detect")]
+            print(f"ratio {kind} detect CPU baseline/this tree: {old / new:.2f}")
 
 
 if __name__ == "__main__":
