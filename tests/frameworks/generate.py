@@ -1,0 +1,409 @@
+"""Generate the framework fixtures: real agent frameworks, run offline, captured as OTLP/JSON lines.
+
+``make fixtures`` (or ``python tests/frameworks/generate.py``) installs each
+framework at its pinned version into its own virtualenv under
+``$OTEL_STALL_FWENV`` (``/work/fwenv`` by default, outside the repository),
+runs a small agent script under the framework's real instrumentation with the
+framework's real OpenAI client pointed at :mod:`stub_model` (a scripted model
+on loopback), and captures the spans with the project's own
+``OtlpJsonLinesSpanExporter``. It then writes ``manifest.toml``: what each
+fixture should give. ``--report`` replays every fixture with this worktree's
+``otel-stall`` and prints expected against found: the gap list in SURVEY.md.
+
+Why a scripted model and not the frameworks' own test models: the real client
+and provider code run, so the model spans are the ones users see; only the
+answers are fixed, and the same script serves every framework.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stub_model import Script, serving
+
+HERE = Path(__file__).resolve().parent
+WORKTREE = HERE.parents[1]
+AGENTS = HERE / "agents"
+FWENV = Path(os.environ.get("OTEL_STALL_FWENV", "/work/fwenv"))
+CAPTURE_DEPS = (
+    "orjson",
+    "xxhash",
+    "zstandard",
+    "rich",
+    "opentelemetry-sdk",
+    "opentelemetry-exporter-otlp",
+)
+"""What importing the capture exporter needs besides the framework; otel-stall is on PYTHONPATH."""
+
+# -- scenarios: one script for every framework ---------------------------------
+
+
+def _calls(*calls: tuple[str, Mapping[str, Any]]) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": dict(args)} for name, args in calls]}
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"text": text}
+
+
+_PARIS = ("search", {"query": "weather in Paris"})
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What otel-stall should say about one fixture: a verdict, runs and tool calls in all."""
+
+    verdict: str
+    runs: int
+    tool_calls: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A scripted conversation and what it should give."""
+
+    script: Script
+    expect: Expect
+    about: str
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "loop": Scenario(
+        {"main": [_calls(_PARIS)] * 6 + [_text("I could not find the weather.")]},
+        Expect("break", 1, 6),
+        "the same search with the same result 6 times",
+    ),
+    "progress": Scenario(
+        {
+            "main": [_calls(("fetch_page", {"page": p})) for p in range(1, 5)]
+            + [_text("Collected 4 pages.")]
+        },
+        Expect("ok", 1, 4),
+        "fetch_page 1..4, each result new",
+    ),
+    "parallel": Scenario(
+        {
+            "main": [_calls(_PARIS, ("search", {"query": "weather in London"}))] * 6
+            + [_text("Neither city has data.")]
+        },
+        Expect("break", 1, 12),
+        "6 rounds of the same two parallel searches, same results",
+    ),
+    "failing": Scenario(
+        {
+            "main": [_calls(("lookup", {"key": f"k{i}"})) for i in range(1, 7)]
+            + [_text("The backend is down.")]
+        },
+        Expect("escalate", 1, 6, "the failures rule escalates after 5 failed calls of one tool"),
+        "lookup k1..k6, every call raises",
+    ),
+    "subagent": Scenario(
+        {
+            "main": [_calls(("research", {"topic": "otel"})), _text("Research done.")],
+            "researcher": [
+                _calls(("fetch_page", {"page": 1})),
+                _calls(("fetch_page", {"page": 2})),
+                _text("Found 2 pages."),
+            ],
+        },
+        Expect("ok", 2, 3, "the research tool runs a sub-agent: a run of its own"),
+        "an agent used as a tool (research) whose agent fetches pages 1 and 2",
+    ),
+    "handoff": Scenario(
+        {
+            "main": [_calls(("transfer_to_researcher", {}))],
+            "researcher": [
+                _calls(("fetch_page", {"page": 1})),
+                _calls(("fetch_page", {"page": 2})),
+                _text("Found 2 pages."),
+            ],
+        },
+        Expect("ok", 2, 2, "the handoff is not a tool call; the receiving agent is its own run"),
+        "main hands off to researcher, which fetches pages 1 and 2",
+    ),
+}
+NOCONTENT = "-nocontent"
+"""A scenario name ending so plays the base scenario with the framework's content capture off."""
+
+
+def scenario(name: str) -> Scenario:
+    """The scenario ``name`` plays (``loop-nocontent`` plays ``loop``)."""
+    return SCENARIOS[name.removesuffix(NOCONTENT)]
+
+
+# -- frameworks --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One way a framework can be instrumented: switches in env, scenarios it can play."""
+
+    name: str
+    scenarios: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    expect: Mapping[str, Expect] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Framework:
+    """A framework at a pinned version and the script that drives it."""
+
+    name: str
+    version: str
+    packages: tuple[str, ...]
+    agent: str
+    layouts: tuple[Layout, ...]
+    instrumentation: str
+    node: bool = False
+
+    @property
+    def venv(self) -> Path:
+        """Where its virtualenv (or node_modules) lives: outside the repository."""
+        return FWENV / f"{self.name}-{self.version}"
+
+    def layout_dir(self, layout: Layout) -> Path:
+        """``tests/frameworks/<framework>/<version>-<layout>``."""
+        return HERE / self.name / f"{self.version}-{layout.name}"
+
+
+_BASIC = ("loop", "progress", "parallel", "failing")
+
+FRAMEWORKS: tuple[Framework, ...] = (
+    *(
+        Framework(
+            "pydantic-ai",
+            version,
+            (f"pydantic-ai-slim[openai]=={version}", *pins),
+            "fw_pydantic_ai.py",
+            tuple(
+                Layout(
+                    f"v{n}",
+                    (*_BASIC, "subagent", *(("loop-nocontent",) if n == default else ())),
+                    {"PAI_INSTRUMENT": str(n)},
+                    note=f"InstrumentationSettings(version={n})"
+                    + (" (the default)" if n == default else ""),
+                )
+                for n in versions
+            ),
+            "Agent.instrument_all(InstrumentationSettings(version=N)), global SDK provider",
+        )
+        for version, versions, default, pins in (
+            # 0.8.1 imports opentelemetry._events, which later OTel APIs dropped
+            (
+                "0.8.1",
+                (1, 2),
+                1,
+                ("opentelemetry-sdk==1.36.0", "opentelemetry-exporter-otlp==1.36.0"),
+            ),
+            ("1.107.10", (1, 2), 2, ()),
+            ("2.68.0", (2, 5, 6), 5, ()),
+        )
+    ),
+)
+
+
+# -- running -------------------------------------------------------------------
+
+
+def ensure_env(fw: Framework) -> None:
+    """Create the framework's virtualenv (or node_modules) once per pinned package list."""
+    stamp = fw.venv / ".stall-installed"
+    wanted = "\n".join(fw.packages)
+    if stamp.exists() and stamp.read_text() == wanted:
+        return
+    fw.venv.mkdir(parents=True, exist_ok=True)
+    if fw.node:
+        shutil.copy(AGENTS / "package.json", fw.venv / "package.json")
+        subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", *fw.packages], cwd=fw.venv, check=True
+        )
+    else:
+        subprocess.run([sys.executable, "-m", "venv", str(fw.venv)], check=True)
+        pip = [str(fw.venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        subprocess.run([*pip, *fw.packages, *CAPTURE_DEPS], check=True)
+    stamp.write_text(wanted)
+
+
+def run_scenario(fw: Framework, layout: Layout, name: str) -> Path:
+    """Play one scenario against the scripted model; returns the captured file."""
+    out = fw.layout_dir(layout) / f"{name}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with serving(scenario(name).script) as (base_url, model):
+        env = {
+            **os.environ,
+            **layout.env,
+            "OPENAI_BASE_URL": base_url,
+            "OPENAI_API_KEY": "sk-offline-stub",
+            "PYTHONPATH": os.pathsep.join((str(WORKTREE), str(AGENTS))),
+            "OTEL_SERVICE_NAME": f"{fw.name}-{layout.name}",
+            "PYTHONHASHSEED": "0",
+        }
+        if fw.node:
+            script = fw.venv / fw.agent
+            shutil.copy(AGENTS / fw.agent, script)
+            command = ["node", str(script)]
+        else:
+            command = [str(fw.venv / "bin" / "python"), str(AGENTS / fw.agent)]
+        command += ["--scenario", name, "--layout", layout.name, "--out", str(out)]
+        done = subprocess.run(
+            command, env=env, timeout=300, check=False, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
+            raise RuntimeError(f"{fw.name}/{layout.name}/{name} exited {done.returncode}")
+        print(f"  {out.relative_to(HERE)}: {len(model.requests)} model requests")
+    return out
+
+
+def selected(only: Sequence[str]) -> Iterable[tuple[Framework, Layout]]:
+    """Framework/layout pairs named by ``--only NAME[/LAYOUT]`` (all when none)."""
+    for fw in FRAMEWORKS:
+        for layout in fw.layouts:
+            keys = (
+                fw.name,
+                f"{fw.name}-{fw.version}",
+                f"{fw.name}/{layout.name}",
+                f"{fw.name}-{fw.version}/{layout.name}",
+            )
+            if not only or any(k in only for k in keys):
+                yield fw, layout
+
+
+# -- manifest and report -------------------------------------------------------
+
+
+def expected(layout: Layout, name: str) -> Expect:
+    """The layout's own expectation for a scenario, else the scenario's.
+
+    Without content a loop cannot be told from progress (the detector never
+    calls content-less calls repeats), so a ``-nocontent`` run is ``ok`` and
+    must be flagged "content not captured" instead (issue 18, item 7).
+    """
+    if name in layout.expect:
+        return layout.expect[name]
+    base = scenario(name).expect
+    if name.endswith(NOCONTENT):
+        return Expect("ok", base.runs, base.tool_calls, "content not captured: must be flagged")
+    return base
+
+
+def _toml(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def write_manifest() -> Path:
+    """``manifest.toml``: every committed fixture and what it should give."""
+    lines = [
+        "# Generated by tests/frameworks/generate.py: one [[fixture]] per captured file.",
+        "# verdict/runs/tool_calls: what otel-stall should report (runs and tool calls in all).",
+        "",
+    ]
+    for fw, layout in selected(()):
+        for name in layout.scenarios:
+            path = fw.layout_dir(layout) / f"{name}.jsonl"
+            if not path.exists():
+                continue
+            want = expected(layout, name)
+            notes = "; ".join(n for n in (scenario(name).about, want.note, layout.note) if n)
+            if name.endswith(NOCONTENT):
+                notes += "; content capture off"
+            entry = {
+                "path": str(path.relative_to(HERE)),
+                "framework": fw.name,
+                "version": fw.version,
+                "layout": layout.name,
+                "scenario": name,
+                "verdict": want.verdict,
+                "runs": want.runs,
+                "tool_calls": want.tool_calls,
+                "content": not name.endswith(NOCONTENT),
+                "generated": "ran",
+                "instrumentation": fw.instrumentation,
+                "notes": notes,
+            }
+            lines.append("[[fixture]]")
+            lines += [f"{key} = {_toml(value)}" for key, value in entry.items()]
+            lines.append("")
+    manifest = HERE / "manifest.toml"
+    manifest.write_text("\n".join(lines))
+    return manifest
+
+
+def replay(path: Path) -> dict[str, Any]:
+    """Run this worktree's ``otel-stall replay --format json`` on one fixture."""
+    cli = WORKTREE / ".venv" / "bin" / "otel-stall"
+    done = subprocess.run(
+        [str(cli), "replay", "--format", "json", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    result: dict[str, Any] = json.loads(done.stdout or "{}")
+    return result
+
+
+SEVERITY = ["break", "escalate", "warn", "ok"]
+
+
+def report(only: Sequence[str]) -> None:
+    """Expected against found, one markdown row per fixture."""
+    print("| fixture | expected | found | |")
+    print("|---|---|---|---|")
+    for fw, layout in selected(only):
+        for name in layout.scenarios:
+            path = fw.layout_dir(layout) / f"{name}.jsonl"
+            if not path.exists():
+                continue
+            want = expected(layout, name)
+            runs = replay(path).get("runs", [])
+            verdicts = sorted({r["verdict"] for r in runs}, key=SEVERITY.index)
+            verdict = verdicts[0] if verdicts else "-"
+            tools = sum(int(r["tool_calls"]) for r in runs)
+            good = (verdict, len(runs), tools) == (want.verdict, want.runs, want.tool_calls)
+            print(
+                f"| {path.relative_to(HERE)} | {want.verdict}, {want.runs} run, "
+                f"{want.tool_calls} tools | {verdict}, {len(runs)} run, {tools} tools "
+                f"| {'ok' if good else '**gap**'} |"
+            )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Generate (all, or ``--only``), then rewrite the manifest; or ``--report``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--only", action="append", default=[], help="NAME or NAME/LAYOUT")
+    parser.add_argument("--scenario", action="append", default=[], help="only these scenarios")
+    parser.add_argument("--report", action="store_true", help="replay fixtures, compare")
+    args = parser.parse_args(argv)
+    if args.report:
+        report(args.only)
+        return 0
+    failed: list[str] = []
+    for fw, layout in selected(args.only):
+        print(f"{fw.name} {fw.version} / {layout.name}")
+        ensure_env(fw)
+        for name in layout.scenarios:
+            if args.scenario and name not in args.scenario:
+                continue
+            try:
+                run_scenario(fw, layout, name)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                failed.append(str(exc))
+    write_manifest()
+    for line in failed:
+        print(f"FAILED: {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
