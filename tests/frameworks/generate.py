@@ -153,6 +153,12 @@ class Layout:
     env: Mapping[str, str] = field(default_factory=dict)
     expect: Mapping[str, Expect] = field(default_factory=dict)
     note: str = ""
+    packages: tuple[str, ...] = ()
+    """Extra packages: the layout then gets a virtualenv of its own (instrumentations can clash)."""
+    venv: str = ""
+    """Share the virtualenv of the layout of this name (same packages)."""
+    nocontent_env: Mapping[str, str] = field(default_factory=dict)
+    """The framework's switches that turn content capture off, for ``*-nocontent`` scenarios."""
 
 
 @dataclass(frozen=True)
@@ -166,11 +172,13 @@ class Framework:
     layouts: tuple[Layout, ...]
     instrumentation: str
     node: bool = False
+    calls: Mapping[str, tuple[str, Mapping[str, Any]]] = field(default_factory=dict)
+    """Scripted calls renamed to this framework's own (an agent tool's name and arguments)."""
 
-    @property
-    def venv(self) -> Path:
-        """Where its virtualenv (or node_modules) lives: outside the repository."""
-        return FWENV / f"{self.name}-{self.version}"
+    def venv(self, layout: Layout) -> Path:
+        """Where the layout's virtualenv (or node_modules) lives: outside the repository."""
+        suffix = f"-{layout.venv or layout.name}" if layout.packages else ""
+        return FWENV / f"{self.name}-{self.version}{suffix}"
 
     def layout_dir(self, layout: Layout) -> Path:
         """``tests/frameworks/<framework>/<version>-<layout>``."""
@@ -178,6 +186,8 @@ class Framework:
 
 
 _BASIC = ("loop", "progress", "parallel", "failing")
+GENAI_CONTENT_ON = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
+GENAI_CONTENT_OFF = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false"}
 
 FRAMEWORKS: tuple[Framework, ...] = (
     *(
@@ -210,51 +220,172 @@ FRAMEWORKS: tuple[Framework, ...] = (
             ("2.68.0", (2, 5, 6), 5, ()),
         )
     ),
+    Framework(
+        "openai-agents",
+        "0.24.0",
+        ("openai-agents==0.24.0",),
+        "fw_openai_agents.py",
+        (
+            Layout(
+                "openinference",
+                (*_BASIC, "subagent", "handoff", "loop-nocontent"),
+                {"OA_INSTRUMENTATION": "openinference"},
+                packages=("openinference-instrumentation-openai-agents==2.6.0",),
+                nocontent_env={
+                    "OPENINFERENCE_HIDE_INPUTS": "true",
+                    "OPENINFERENCE_HIDE_OUTPUTS": "true",
+                },
+                note="openinference-instrumentation-openai-agents 2.6.0",
+            ),
+            Layout(
+                "genai",
+                (*_BASIC, "subagent", "handoff", "loop-nocontent"),
+                {"OA_INSTRUMENTATION": "genai", **GENAI_CONTENT_ON},
+                packages=("opentelemetry-instrumentation-openai-agents-v2==0.1.0",),
+                nocontent_env=GENAI_CONTENT_OFF,
+                note="OTel contrib opentelemetry-instrumentation-openai-agents-v2 0.1.0",
+            ),
+        ),
+        "OpenAIAgentsInstrumentor().instrument(tracer_provider=...) after set_trace_processors([])",
+    ),
+    Framework(
+        "langgraph",
+        "1.2.24",
+        (
+            "langgraph==1.2.24",
+            "langchain-openai==1.7.4",
+            "openinference-instrumentation-langchain==0.1.80",
+        ),
+        "fw_langgraph.py",
+        (
+            Layout(
+                "openinference",
+                (*_BASIC, "subagent", "loop-nocontent"),
+                nocontent_env={
+                    "OPENINFERENCE_HIDE_INPUTS": "true",
+                    "OPENINFERENCE_HIDE_OUTPUTS": "true",
+                },
+                note="langgraph.prebuilt.create_react_agent; openinference-langchain 0.1.80",
+            ),
+        ),
+        "LangChainInstrumentor().instrument(tracer_provider=...)",
+    ),
+    Framework(
+        "google-adk",
+        "2.13.0",
+        ("google-adk==2.13.0",),
+        "fw_google_adk.py",
+        (
+            Layout(
+                "default",
+                (*_BASIC, "subagent", "handoff"),
+                note="ADK's default telemetry schema 2, no content switch set",
+            ),
+            Layout(
+                "default-content",
+                (*_BASIC, "subagent", "handoff"),
+                {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"},
+                note="schema 2 with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY",
+            ),
+            Layout(
+                "legacy",
+                (*_BASIC, "subagent", "handoff", "loop-nocontent"),
+                {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"},
+                nocontent_env={"ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS": "false"},
+                note="ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1: the legacy schema",
+            ),
+        ),
+        "ADK's built-in tracing on the global SDK provider; Gemini client on the stub",
+        calls={
+            "research": ("researcher", {"request": "Research otel."}),
+            "transfer_to_researcher": ("transfer_to_agent", {"agent_name": "researcher"}),
+        },
+    ),
+    Framework(
+        "strands-agents",
+        "1.62.0",
+        ("strands-agents[openai]==1.62.0",),
+        "fw_strands.py",
+        (
+            Layout("default", (*_BASIC, "subagent"), note="Strands' default span layout"),
+            Layout(
+                "genai-latest",
+                (*_BASIC, "subagent"),
+                {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"},
+                note="OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental",
+            ),
+        ),
+        "Strands' built-in tracer on the global SDK provider",
+    ),
 )
 
 
 # -- running -------------------------------------------------------------------
 
 
-def ensure_env(fw: Framework) -> None:
-    """Create the framework's virtualenv (or node_modules) once per pinned package list."""
-    stamp = fw.venv / ".stall-installed"
-    wanted = "\n".join(fw.packages)
+def ensure_env(fw: Framework, layout: Layout) -> Path:
+    """Create the layout's virtualenv (or node_modules) once per pinned package list."""
+    venv = fw.venv(layout)
+    packages = (*fw.packages, *layout.packages)
+    stamp = venv / ".stall-installed"
+    wanted = "\n".join(packages)
     if stamp.exists() and stamp.read_text() == wanted:
-        return
-    fw.venv.mkdir(parents=True, exist_ok=True)
+        return venv
+    venv.mkdir(parents=True, exist_ok=True)
     if fw.node:
-        shutil.copy(AGENTS / "package.json", fw.venv / "package.json")
         subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", *fw.packages], cwd=fw.venv, check=True
+            ["npm", "install", "--no-audit", "--no-fund", "--save-exact", *packages],
+            cwd=venv,
+            check=True,
         )
     else:
-        subprocess.run([sys.executable, "-m", "venv", str(fw.venv)], check=True)
-        pip = [str(fw.venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-        subprocess.run([*pip, *fw.packages, *CAPTURE_DEPS], check=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        subprocess.run([*pip, *packages, *CAPTURE_DEPS], check=True)
     stamp.write_text(wanted)
+    return venv
 
 
-def run_scenario(fw: Framework, layout: Layout, name: str) -> Path:
+def rewrite(script: Script, calls: Mapping[str, tuple[str, Mapping[str, Any]]]) -> Script:
+    """The script with the framework's own names for agent tools and handoffs."""
+
+    def call(c: Mapping[str, Any]) -> dict[str, Any]:
+        name, args = calls.get(c["name"], (c["name"], c["arguments"]))
+        return {"name": name, "arguments": dict(args)}
+
+    return {
+        agent: [
+            {"tool_calls": [call(c) for c in t["tool_calls"]]} if "tool_calls" in t else t
+            for t in turns
+        ]
+        for agent, turns in script.items()
+    }
+
+
+def run_scenario(fw: Framework, layout: Layout, name: str, venv: Path) -> Path:
     """Play one scenario against the scripted model; returns the captured file."""
     out = fw.layout_dir(layout) / f"{name}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
-    with serving(scenario(name).script) as (base_url, model):
+    with serving(rewrite(scenario(name).script, fw.calls)) as (base_url, model):
         env = {
             **os.environ,
             **layout.env,
+            **(layout.nocontent_env if name.endswith(NOCONTENT) else {}),
             "OPENAI_BASE_URL": base_url,
             "OPENAI_API_KEY": "sk-offline-stub",
+            "GOOGLE_GEMINI_BASE_URL": base_url.removesuffix("/v1"),
+            "GOOGLE_API_KEY": "offline-stub",
+            "GOOGLE_GENAI_USE_VERTEXAI": "false",
             "PYTHONPATH": os.pathsep.join((str(WORKTREE), str(AGENTS))),
             "OTEL_SERVICE_NAME": f"{fw.name}-{layout.name}",
             "PYTHONHASHSEED": "0",
         }
         if fw.node:
-            script = fw.venv / fw.agent
+            script = venv / fw.agent
             shutil.copy(AGENTS / fw.agent, script)
             command = ["node", str(script)]
         else:
-            command = [str(fw.venv / "bin" / "python"), str(AGENTS / fw.agent)]
+            command = [str(venv / "bin" / "python"), str(AGENTS / fw.agent)]
         command += ["--scenario", name, "--layout", layout.name, "--out", str(out)]
         done = subprocess.run(
             command, env=env, timeout=300, check=False, capture_output=True, text=True
@@ -391,12 +522,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed: list[str] = []
     for fw, layout in selected(args.only):
         print(f"{fw.name} {fw.version} / {layout.name}")
-        ensure_env(fw)
+        venv = ensure_env(fw, layout)
         for name in layout.scenarios:
             if args.scenario and name not in args.scenario:
                 continue
             try:
-                run_scenario(fw, layout, name)
+                run_scenario(fw, layout, name, venv)
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 failed.append(str(exc))
     write_manifest()

@@ -108,6 +108,32 @@ def chunks(model: str, agent: str, index: int, turn: Turn) -> Iterator[dict[str,
     yield {**base, "choices": [], "usage": usage}
 
 
+def gemini(agent: str, index: int, turn: Turn) -> dict[str, Any]:
+    """A Gemini API ``GenerateContentResponse`` (for google-genai clients pointed here)."""
+    parts: list[dict[str, Any]] = [
+        {
+            "functionCall": {
+                "id": call["id"],
+                "name": call["function"]["name"],
+                "args": json.loads(call["function"]["arguments"]),
+            }
+        }
+        for call in tool_calls(agent, index, turn)
+    ] or [{"text": turn.get("text", "")}]
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {
+            "promptTokenCount": 20,
+            "candidatesTokenCount": 10,
+            "totalTokenCount": 30,
+        },
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": f"resp-{agent}-{index}",
+    }
+
+
 def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -131,6 +157,12 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 return
             agent = model.agent_for(raw)
             turn, index = model.next_turn(agent)
+            if ":generateContent" in self.path:
+                self._json(gemini(agent, index, turn))
+                return
+            if ":streamGenerateContent" in self.path:
+                self._stream(iter([gemini(agent, index, turn)]), done=False)
+                return
             name = str(body.get("model", "gpt-4o"))
             if body.get("stream"):
                 self._stream(chunks(name, agent, index, turn))
@@ -145,9 +177,9 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _stream(self, events: Iterator[dict[str, Any]]) -> None:
+        def _stream(self, events: Iterator[dict[str, Any]], *, done: bool = True) -> None:
             data = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events)
-            data += b"data: [DONE]\n\n"
+            data += b"data: [DONE]\n\n" if done else b""
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Content-Length", str(len(data)))
@@ -159,7 +191,11 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
 
 @contextmanager
 def serving(script: Script) -> Iterator[tuple[str, ScriptedModel]]:
-    """Serve ``script`` on a loopback port; yields the base URL (``.../v1``) and the model."""
+    """Serve ``script`` on a loopback port; yields the base URL (``.../v1``) and the model.
+
+    The same server answers Gemini API paths (``...:generateContent``), so a
+    google-genai client can be pointed at its root.
+    """
     model = ScriptedModel(script)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(model))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
