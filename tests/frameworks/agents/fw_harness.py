@@ -14,6 +14,7 @@ import json
 import os
 import random
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -73,7 +74,8 @@ def capture(out: str, service: str) -> Iterator[TracerProvider]:
     if os.path.exists(out):
         os.remove(out)
     provider = TracerProvider(
-        resource=Resource.create({"service.name": service}), id_generator=SeededIds()
+        resource=Resource.create({"service.name": service}),
+        id_generator=SeededIds(zlib.crc32(service.encode())),  # one seed per process
     )
     provider.add_span_processor(BatchSpanProcessor(OtlpJsonLinesSpanExporter(out)))
     trace.set_tracer_provider(provider)

@@ -1,15 +1,22 @@
 # mypy: ignore-errors
-"""LangGraph's prebuilt ReAct agent on ChatOpenAI, traced by OpenInference's LangChain instrumentor.
+"""LangGraph agents on ChatOpenAI, traced by OpenInference's LangChain instrumentor.
 
-The tools run in a ``ToolNode`` with ``handle_tool_errors=True`` (a failing tool
-becomes an error ``ToolMessage``, as in most LangGraph apps). The sub-agent is a
-second compiled graph invoked from the ``research`` tool.
+``LG_API=prebuilt`` builds ``langgraph.prebuilt.create_react_agent`` with a
+``ToolNode(handle_tool_errors=True)`` (a failing tool becomes an error
+``ToolMessage``, as in most LangGraph apps); ``LG_API=create_agent`` builds
+LangChain 1.x's ``create_agent``, whose failing tool raises ``ToolException``
+with ``handle_tool_error=True``. The sub-agent is a second compiled graph
+invoked from the ``research`` tool.
 """
 
 from __future__ import annotations
 
+import os
+
 import fw_harness as h
 from openinference.instrumentation.langchain import LangChainInstrumentor
+
+CREATE_AGENT = os.environ.get("LG_API") == "create_agent"
 
 
 def build(args: h.Args, name: str, tools: list):
@@ -18,6 +25,10 @@ def build(args: h.Args, name: str, tools: list):
     from langgraph.prebuilt import ToolNode, create_react_agent
 
     model = ChatOpenAI(model=h.MODEL, base_url=args.base_url, api_key=h.API_KEY)
+    if CREATE_AGENT:
+        from langchain.agents import create_agent
+
+        return create_agent(model, tools=tools, system_prompt=h.instructions(name), name=name)
     return create_react_agent(
         model,
         tools=ToolNode(tools, handle_tool_errors=True),
@@ -30,7 +41,20 @@ def main() -> None:
     args = h.parse_args()
     with h.capture(args.out, "langgraph") as provider:
         LangChainInstrumentor().instrument(tracer_provider=provider)
-        from langchain_core.tools import tool
+        from langchain_core.tools import StructuredTool, ToolException, tool
+
+        def lookup(key: str) -> str:
+            """Look a key up in a backend that is down: always fails."""
+            try:
+                return h.lookup(key)
+            except RuntimeError as exc:
+                raise ToolException(str(exc)) from exc
+
+        failing = (
+            StructuredTool.from_function(lookup, handle_tool_error=True)
+            if CREATE_AGENT
+            else tool(h.lookup)
+        )
 
         researcher = build(args, "researcher", [tool(h.fetch_page)])
 
@@ -40,7 +64,7 @@ def main() -> None:
             state = researcher.invoke({"messages": [("user", f"Research {topic}.")]})
             return str(state["messages"][-1].content)
 
-        tools = [tool(h.search), tool(h.fetch_page), tool(h.lookup), research]
+        tools = [tool(h.search), tool(h.fetch_page), failing, research]
         agent = build(args, "main", tools)
         agent.invoke({"messages": [("user", h.prompt(args.scenario))]})
 
