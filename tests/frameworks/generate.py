@@ -177,6 +177,8 @@ class Framework:
     node: bool = False
     calls: Mapping[str, tuple[str, Mapping[str, Any]]] = field(default_factory=dict)
     """Scripted calls renamed to this framework's own (an agent tool's name and arguments)."""
+    final_tool: str = ""
+    """A tool that the framework's agents must call to finish (closing texts become its calls)."""
 
     def venv(self, layout: Layout) -> Path:
         """Where the layout's virtualenv (or node_modules) lives: outside the repository."""
@@ -190,6 +192,7 @@ class Framework:
 
 _BASIC = ("loop", "progress", "parallel", "failing")
 GENAI_CONTENT_ON = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
+OPENINFERENCE_HIDE = {"OPENINFERENCE_HIDE_INPUTS": "true", "OPENINFERENCE_HIDE_OUTPUTS": "true"}
 GENAI_CONTENT_OFF = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false"}
 
 FRAMEWORKS: tuple[Framework, ...] = (
@@ -314,6 +317,25 @@ FRAMEWORKS: tuple[Framework, ...] = (
         },
     ),
     Framework(
+        "google-adk",
+        "1.39.1",
+        ("google-adk==1.39.1",),
+        "fw_google_adk.py",
+        (
+            Layout(
+                "default",
+                (*_BASIC, "subagent", "handoff", "loop-nocontent"),
+                nocontent_env={"ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS": "false"},
+                note="the last 1.x: its only layout, content in spans by default",
+            ),
+        ),
+        "ADK's built-in tracing on the global SDK provider; Gemini client on the stub",
+        calls={
+            "research": ("researcher", {"request": "Research otel."}),
+            "transfer_to_researcher": ("transfer_to_agent", {"agent_name": "researcher"}),
+        },
+    ),
+    Framework(
         "strands-agents",
         "1.62.0",
         ("strands-agents[openai]==1.62.0",),
@@ -343,6 +365,64 @@ FRAMEWORKS: tuple[Framework, ...] = (
             ),
         ),
         "the SDK's built-in OTel spans (client dispatcher, server OpenTelemetryMiddleware)",
+    ),
+    Framework(
+        "smolagents",
+        "1.26.0",
+        ("smolagents[openai]==1.26.0", "openinference-instrumentation-smolagents==0.1.43"),
+        "fw_smolagents.py",
+        (
+            Layout(
+                "openinference",
+                (*_BASIC, "subagent", "loop-nocontent"),
+                nocontent_env=OPENINFERENCE_HIDE,
+                note="ToolCallingAgent; openinference-instrumentation-smolagents 0.1.43",
+            ),
+        ),
+        "SmolagentsInstrumentor().instrument(tracer_provider=...)",
+        calls={"research": ("researcher", {"task": "Research otel."})},
+        final_tool="final_answer",
+    ),
+    Framework(
+        "llama-index",
+        "0.14.25",
+        (
+            "llama-index-core==0.14.25",
+            "llama-index-llms-openai==0.8.3",
+            "openinference-instrumentation-llama-index==4.6.1",
+        ),
+        "fw_llama_index.py",
+        (
+            Layout(
+                "openinference",
+                (*_BASIC, "subagent", "handoff", "loop-nocontent"),
+                nocontent_env=OPENINFERENCE_HIDE,
+                note="FunctionAgent / AgentWorkflow; openinference-llama-index 4.6.1",
+            ),
+        ),
+        "LlamaIndexInstrumentor().instrument(tracer_provider=...)",
+        calls={
+            "transfer_to_researcher": (
+                "handoff",
+                {"to_agent": "researcher", "reason": "research is needed"},
+            )
+        },
+    ),
+    Framework(
+        "traceloop",
+        "0.62.4",
+        ("traceloop-sdk==0.62.4", "openai"),
+        "fw_traceloop.py",
+        (
+            Layout(
+                "decorators",
+                (*_BASIC, "subagent", "loop-nocontent"),
+                {"TRACELOOP_TELEMETRY": "false"},
+                nocontent_env={"TRACELOOP_TRACE_CONTENT": "false"},
+                note="a hand-written tool loop on the OpenAI client with @agent and @tool",
+            ),
+        ),
+        "Traceloop.init(exporter=OtlpJsonLinesSpanExporter(...)); its OpenAI instrumentation",
     ),
     Framework(
         "vercel-ai",
@@ -414,27 +494,28 @@ def ensure_env(fw: Framework, layout: Layout) -> Path:
     return venv
 
 
-def rewrite(script: Script, calls: Mapping[str, tuple[str, Mapping[str, Any]]]) -> Script:
-    """The script with the framework's own names for agent tools and handoffs."""
+def rewrite(script: Script, fw: Framework) -> Script:
+    """The script with the framework's own names for agent tools, handoffs and finishing."""
 
     def call(c: Mapping[str, Any]) -> dict[str, Any]:
-        name, args = calls.get(c["name"], (c["name"], c["arguments"]))
+        name, args = fw.calls.get(c["name"], (c["name"], c["arguments"]))
         return {"name": name, "arguments": dict(args)}
 
-    return {
-        agent: [
-            {"tool_calls": [call(c) for c in t["tool_calls"]]} if "tool_calls" in t else t
-            for t in turns
-        ]
-        for agent, turns in script.items()
-    }
+    def turn(t: Mapping[str, Any]) -> Mapping[str, Any]:
+        if "tool_calls" in t:
+            return {"tool_calls": [call(c) for c in t["tool_calls"]]}
+        if fw.final_tool:
+            return {"tool_calls": [{"name": fw.final_tool, "arguments": {"answer": t["text"]}}]}
+        return t
+
+    return {agent: [turn(t) for t in turns] for agent, turns in script.items()}
 
 
 def run_scenario(fw: Framework, layout: Layout, name: str, venv: Path) -> Path:
     """Play one scenario against the scripted model; returns the captured file."""
     out = fw.layout_dir(layout) / f"{name}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
-    with serving(rewrite(scenario(name).script, fw.calls)) as (base_url, model):
+    with serving(rewrite(scenario(name).script, fw)) as (base_url, model):
         env = {
             **os.environ,
             **layout.env,
