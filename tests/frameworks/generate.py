@@ -176,7 +176,9 @@ class Framework:
     instrumentation: str
     node: bool = False
     calls: Mapping[str, tuple[str, Mapping[str, Any]]] = field(default_factory=dict)
-    """Scripted calls renamed to this framework's own (an agent tool's name and arguments)."""
+    """Scripted calls renamed to this framework's own (name, arguments; ``{arg}`` is filled in)."""
+    side_calls: bool = False
+    """The framework makes model calls of its own (routing, checks): answer them apart."""
     final_tool: str = ""
     """A tool that the framework's agents must call to finish (closing texts become its calls)."""
 
@@ -191,6 +193,14 @@ class Framework:
 
 
 _BASIC = ("loop", "progress", "parallel", "failing")
+MAF_FAILING = {
+    "failing": Expect(
+        "ok",
+        1,
+        3,
+        "the framework ends the run after 3 tool errors itself (its max_consecutive_errors)",
+    )
+}
 GENAI_CONTENT_ON = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
 OPENINFERENCE_HIDE = {"OPENINFERENCE_HIDE_INPUTS": "true", "OPENINFERENCE_HIDE_OUTPUTS": "true"}
 GENAI_CONTENT_OFF = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false"}
@@ -376,7 +386,12 @@ FRAMEWORKS: tuple[Framework, ...] = (
                 "openinference",
                 (*_BASIC, "subagent", "loop-nocontent"),
                 nocontent_env=OPENINFERENCE_HIDE,
-                note="ToolCallingAgent; openinference-instrumentation-smolagents 0.1.43",
+                expect={
+                    "subagent": Expect(
+                        "ok", 2, 2, "the managed agent's call has no tool span: researcher.run"
+                    )
+                },
+                note="ToolCallingAgent; openinference-smolagents 0.1.43; final_answer not counted",
             ),
         ),
         "SmolagentsInstrumentor().instrument(tracer_provider=...)",
@@ -411,7 +426,7 @@ FRAMEWORKS: tuple[Framework, ...] = (
     Framework(
         "traceloop",
         "0.62.4",
-        ("traceloop-sdk==0.62.4", "openai"),
+        ("traceloop-sdk==0.62.4", "openai", "httpx"),  # the SDK imports httpx, undeclared
         "fw_traceloop.py",
         (
             Layout(
@@ -423,6 +438,90 @@ FRAMEWORKS: tuple[Framework, ...] = (
             ),
         ),
         "Traceloop.init(exporter=OtlpJsonLinesSpanExporter(...)); its OpenAI instrumentation",
+    ),
+    Framework(
+        "agent-framework",
+        "1.23.0",
+        ("agent-framework-core==1.23.0", "agent-framework-openai==1.17.0"),
+        "fw_agent_framework.py",
+        (
+            Layout(
+                "default",
+                (*_BASIC, "subagent"),
+                expect=MAF_FAILING,
+                content=False,
+                note="built-in telemetry, ENABLE_SENSITIVE_DATA unset (no content)",
+            ),
+            Layout(
+                "sensitive",
+                (*_BASIC, "subagent"),
+                {"ENABLE_SENSITIVE_DATA": "true"},
+                expect=MAF_FAILING,
+                note="ENABLE_SENSITIVE_DATA=true",
+            ),
+            Layout(
+                "sensitive-latest",
+                (*_BASIC, "subagent"),
+                {
+                    "ENABLE_SENSITIVE_DATA": "true",
+                    "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+                },
+                expect=MAF_FAILING,
+                note="ENABLE_SENSITIVE_DATA=true and the GenAI latest-experimental opt-in",
+            ),
+        ),
+        "the built-in telemetry (on by default) on the global SDK provider",
+    ),
+    Framework(
+        "crewai",
+        "1.15.30",
+        (
+            "crewai==1.15.30",
+            "openinference-instrumentation-crewai==1.1.21",
+            "openinference-instrumentation-openai",
+        ),
+        "fw_crewai.py",
+        (
+            Layout(
+                "openinference",
+                (*_BASIC, "loop-nocontent"),
+                {"CREWAI_DISABLE_TELEMETRY": "true", "CREWAI_TRACING_ENABLED": "false"},
+                nocontent_env=OPENINFERENCE_HIDE,
+                expect={
+                    "loop": Expect("break", 1, 5, "CrewAI itself stops at the 5th identical call"),
+                    "loop-nocontent": Expect("ok", 1, 5, "content not captured: must be flagged"),
+                },
+                note="Crew of one Agent/Task; openinference-crewai 1.1.21 + openinference-openai",
+            ),
+        ),
+        "CrewAIInstrumentor() and OpenAIInstrumentor() .instrument(tracer_provider=...)",
+    ),
+    Framework(
+        "gemini-cli",
+        "0.61.0",
+        ("@google/gemini-cli@0.61.0",),
+        "fw_gemini_cli.mjs",
+        (
+            Layout(
+                "telemetry",
+                (*_BASIC, "loop-nocontent"),
+                {"GEMINI_TELEMETRY_LOG_PROMPTS": "true"},
+                nocontent_env={"GEMINI_TELEMETRY_LOG_PROMPTS": "false"},
+                expect={
+                    "loop": Expect("warn", 1, 4, "gemini-cli's own loop detection ends it first"),
+                    "loop-nocontent": Expect("ok", 1, 4, "content not captured: must be flagged"),
+                },
+                note="gemini -p --yolo; one session = one run (gen_ai.conversation.id)",
+            ),
+        ),
+        "GEMINI_TELEMETRY_ENABLED/TRACES_ENABLED, OTLP/HTTP to a loopback receiver",
+        node=True,
+        side_calls=True,
+        calls={
+            "search": ("read_file", {"file_path": "{query}.txt"}),
+            "fetch_page": ("read_file", {"file_path": "page{page}.txt"}),
+            "lookup": ("read_file", {"file_path": "missing/{key}.txt"}),
+        },
     ),
     Framework(
         "vercel-ai",
@@ -499,7 +598,8 @@ def rewrite(script: Script, fw: Framework) -> Script:
 
     def call(c: Mapping[str, Any]) -> dict[str, Any]:
         name, args = fw.calls.get(c["name"], (c["name"], c["arguments"]))
-        return {"name": name, "arguments": dict(args)}
+        fill = {k: v.format(**c["arguments"]) if isinstance(v, str) else v for k, v in args.items()}
+        return {"name": name, "arguments": fill}
 
     def turn(t: Mapping[str, Any]) -> Mapping[str, Any]:
         if "tool_calls" in t:
@@ -508,7 +608,8 @@ def rewrite(script: Script, fw: Framework) -> Script:
             return {"tool_calls": [{"name": fw.final_tool, "arguments": {"answer": t["text"]}}]}
         return t
 
-    return {agent: [turn(t) for t in turns] for agent, turns in script.items()}
+    rewritten = {agent: [turn(t) for t in turns] for agent, turns in script.items()}
+    return {**rewritten, "": []} if fw.side_calls else rewritten
 
 
 def run_scenario(fw: Framework, layout: Layout, name: str, venv: Path) -> Path:

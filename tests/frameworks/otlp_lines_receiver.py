@@ -1,4 +1,4 @@
-"""A loopback OTLP/HTTP (protobuf) trace receiver that writes the capture exporter's format.
+"""A loopback OTLP/HTTP trace receiver (protobuf or JSON) writing the capture exporter's format.
 
 For frameworks that are not Python (the Vercel AI SDK in Node): their own OTel
 SDK exports with its standard OTLP/HTTP protobuf exporter to this receiver, which
@@ -9,6 +9,9 @@ exactly like a Python one. Runs in the generator (the repository's venv).
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,12 +20,29 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 
 from otel_stall.otlp.encode import proto_to_json
+
+_ID_KEYS = ("traceId", "spanId", "parentSpanId")
+
+
+def _hex_ids_to_base64(data: Any) -> Any:
+    """OTLP/JSON spells ids in hex; protobuf's JSON mapping wants base64 for bytes."""
+    if isinstance(data, list):
+        return [_hex_ids_to_base64(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    return {
+        key: base64.b64encode(bytes.fromhex(value)).decode()
+        if key in _ID_KEYS and isinstance(value, str)
+        else _hex_ids_to_base64(value)
+        for key, value in data.items()
+    }
 
 
 def _handler(out: Path, lock: threading.Lock) -> type[BaseHTTPRequestHandler]:
@@ -33,10 +53,17 @@ def _handler(out: Path, lock: threading.Lock) -> type[BaseHTTPRequestHandler]:
             """Quiet."""
 
         def do_POST(self) -> None:
-            """``/v1/traces``: append one line per request, answer an empty success."""
+            """``/v1/traces``: append one line per request; logs and metrics are dropped."""
             body = self._body()
             request = ExportTraceServiceRequest()
-            request.ParseFromString(body)
+            if self.headers.get("Content-Encoding", "").lower() == "gzip":
+                body = gzip.decompress(body)
+            if not self.path.rstrip("/").endswith("/v1/traces"):
+                pass
+            elif "json" in self.headers.get("Content-Type", ""):
+                json_format.ParseDict(_hex_ids_to_base64(json.loads(body)), request, True)
+            else:
+                request.ParseFromString(body)
             if request.resource_spans:
                 with lock, out.open("ab") as stream:
                     stream.write(orjson.dumps(proto_to_json(request)) + b"\n")

@@ -38,9 +38,16 @@ class ScriptedModel:
         self.requests: list[str] = []
 
     def agent_for(self, body: str) -> str:
-        """The last scripted agent whose marker the request holds (children follow parents)."""
-        found = [name for name in self._script if f"[agent:{name}]" in body]
-        return found[-1] if found else next(iter(self._script))
+        """The last scripted agent whose marker the request holds (children follow parents).
+
+        A request with no marker goes to the agent ``""`` when the script has one
+        (a framework's own side calls, such as a router, then get the closing
+        text without spending an agent's turns), else to the first agent.
+        """
+        found = [name for name in self._script if name and f"[agent:{name}]" in body]
+        if found:
+            return found[-1]
+        return "" if "" in self._script else next(iter(self._script))
 
     def next_turn(self, agent: str) -> tuple[Turn, int]:
         """The agent's next turn and its index; the closing text once the script is spent."""
@@ -96,12 +103,14 @@ def chunks(model: str, agent: str, index: int, turn: Turn) -> Iterator[dict[str,
         "model": model,
     }
     calls = tool_calls(agent, index, turn)
-    delta: dict[str, Any] = {"role": "assistant"}
-    if calls:
-        delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(calls)]
+    deltas: list[dict[str, Any]] = [{"role": "assistant"}]
+    if calls:  # one chunk per call, as OpenAI streams them
+        deltas[0]["tool_calls"] = [{"index": 0, **calls[0]}]
+        deltas += [{"tool_calls": [{"index": i, **c}]} for i, c in enumerate(calls) if i]
     else:
-        delta["content"] = turn.get("text", "")
-    yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        deltas[0]["content"] = turn.get("text", "")
+    for delta in deltas:
+        yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
     finish = "tool_calls" if calls else "stop"
     yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
     usage = {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}
