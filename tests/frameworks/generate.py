@@ -489,6 +489,12 @@ FRAMEWORKS: tuple[Framework, ...] = (
                 nocontent_env=OPENINFERENCE_HIDE,
                 expect={
                     "loop": Expect("break", 1, 5, "CrewAI itself stops at the 5th identical call"),
+                    "parallel": Expect(
+                        "warn",
+                        1,
+                        10,
+                        "CrewAI stops at the 5th identical call: 4 rounds without news",
+                    ),
                     "loop-nocontent": Expect("ok", 1, 5, "content not captured: must be flagged"),
                 },
                 note="Crew of one Agent/Task; openinference-crewai 1.1.21 + openinference-openai",
@@ -509,6 +515,9 @@ FRAMEWORKS: tuple[Framework, ...] = (
                 nocontent_env={"GEMINI_TELEMETRY_LOG_PROMPTS": "false"},
                 expect={
                     "loop": Expect("warn", 1, 4, "gemini-cli's own loop detection ends it first"),
+                    "parallel": Expect(
+                        "warn", 1, 9, "gemini-cli's loop detection ends it in round 5"
+                    ),
                     "loop-nocontent": Expect("ok", 1, 4, "content not captured: must be flagged"),
                 },
                 note="gemini -p --yolo; one session = one run (gen_ai.conversation.id)",
@@ -774,9 +783,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="NAME or NAME/LAYOUT")
     parser.add_argument("--scenario", action="append", default=[], help="only these scenarios")
     parser.add_argument("--report", action="store_true", help="replay fixtures, compare")
+    parser.add_argument("--manifest", action="store_true", help="only rewrite manifest.toml")
     args = parser.parse_args(argv)
     if args.report:
         report(args.only)
+        return 0
+    if args.manifest:
+        write_manifest()
         return 0
     failed: list[str] = []
     for fw, layout in selected(args.only):
