@@ -237,6 +237,26 @@ FRAMEWORKS: tuple[Framework, ...] = (
         )
     ),
     Framework(
+        "pydantic-ai",
+        "2.68.0",
+        ("pydantic-ai-slim[openai]==2.68.0",),
+        "fw_pydantic_ai_mcp.py",
+        (
+            Layout(
+                "v5-mcp",
+                _BASIC,
+                {
+                    "PAI_INSTRUMENT": "5",
+                    # the server runs in the MCP SDK's venv: make fixtures ONLY=mcp first
+                    "FW_MCP_PYTHON": str(FWENV / "mcp-2.3.0" / "bin" / "python"),
+                },
+                packages=("pydantic-ai-slim[mcp]==2.68.0",),
+                note="tools on an MCP server (mcp 2.3.0, stdio) through MCPServerStdio",
+            ),
+        ),
+        "Agent.instrument_all(version=5); MCPServerStdio toolset; the server's own MCP spans",
+    ),
+    Framework(
         "openai-agents",
         "0.24.0",
         ("openai-agents==0.24.0",),
