@@ -251,10 +251,10 @@ FRAMEWORKS: tuple[Framework, ...] = (
                     "FW_MCP_PYTHON": str(FWENV / "mcp-2.3.0" / "bin" / "python"),
                 },
                 packages=("pydantic-ai-slim[mcp]==2.68.0",),
-                note="tools on an MCP server (mcp 2.3.0, stdio) through MCPServerStdio",
+                note="tools on an MCP server (mcp 2.3.0, stdio) through MCPToolset",
             ),
         ),
-        "Agent.instrument_all(version=5); MCPServerStdio toolset; the server's own MCP spans",
+        "Agent.instrument_all(version=5); an MCPToolset; the server's own MCP spans",
     ),
     Framework(
         "openai-agents",
