@@ -34,3 +34,8 @@ bench: $(VENV)/.installed
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist
+
+## fixtures: regenerate tests/frameworks/ from real agent frameworks run offline (ONLY=name[/layout])
+.PHONY: fixtures
+fixtures: $(VENV)/.installed
+	$(BIN)/python tests/frameworks/generate.py $(foreach o,$(ONLY),--only $(o))
