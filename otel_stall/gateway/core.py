@@ -54,6 +54,36 @@ def _valid_ids(span: Any) -> bool:
     )
 
 
+def _group_by_trace(
+    request: Any,
+) -> tuple[dict[bytes, tuple[list[Held], bool]], list[Held], int]:
+    """Spans by trace id, each with whether its root came; then bad-id spans, and the count.
+
+    The buffer decides per trace, so a request is split by trace first.
+    """
+    groups: dict[bytes, tuple[list[Held], bool]] = {}
+    invalid: list[Held] = []
+    count = 0
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                count += 1
+                held = Held(span, rs, ss, span.ByteSize())
+                if not _valid_ids(span):
+                    invalid.append(held)
+                    continue
+                trace_id = span.trace_id
+                group = groups.get(trace_id)
+                is_root = not span.parent_span_id
+                if group is None:
+                    groups[trace_id] = ([held], is_root)
+                else:
+                    group[0].append(held)
+                    if is_root:
+                        groups[trace_id] = (group[0], True)
+    return groups, invalid, count
+
+
 def encode(spans: Iterable[Held]) -> tuple[bytes, int]:
     """Regroup held spans under their resource and scope; one serialized request."""
     request = ExportTraceServiceRequest()
@@ -168,33 +198,12 @@ class Pipeline:
 
     def ingest(self, request: Any) -> int:
         """Take one decoded request; returns how many spans it held."""
-        count = 0
         if not self.config.detect:
-            for rs in request.resource_spans:
-                for ss in rs.scope_spans:
-                    count += len(ss.spans)
+            count = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
             self._received(count)
             self.upstream.put(request.SerializeToString(), count)
             return count
-        groups: dict[bytes, tuple[list[Held], bool]] = {}
-        invalid: list[Held] = []
-        for rs in request.resource_spans:
-            for ss in rs.scope_spans:
-                for span in ss.spans:
-                    count += 1
-                    held = Held(span, rs, ss, span.ByteSize())
-                    if not _valid_ids(span):
-                        invalid.append(held)
-                        continue
-                    trace_id = span.trace_id
-                    group = groups.get(trace_id)
-                    is_root = not span.parent_span_id
-                    if group is None:
-                        groups[trace_id] = ([held], is_root)
-                    else:
-                        group[0].append(held)
-                        if is_root:
-                            groups[trace_id] = (group[0], True)
+        groups, invalid, count = _group_by_trace(request)
         self._received(count)
         intake = self.buffer.add(groups)
         out: list[Held] = []
