@@ -23,7 +23,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from otel_stall.conventions import ROLE_KEYS, Conventions, CustomConvention, Role, SpanRecord
 from otel_stall.core.policy import StallPolicy
-from otel_stall.offline.analysis import TraceResult, analyse_spans
+from otel_stall.offline.analysis import TraceAnalyzer, TraceResult, analyse_spans
 from otel_stall.offline.replay import Replayer, ReplayResult
 from otel_stall.offline.report import run_json
 from otel_stall.otlp.decode import (
@@ -370,14 +370,20 @@ _VALUES = st.recursive(
     ),
     max_leaves=6,
 )
-_KEYS = st.sampled_from([*sorted(ROLE_KEYS), "gen_ai.tool.name", "http.route", "x"])
+_ROLE_VALUES = st.sampled_from(["chat", "execute_tool", "invoke_agent", "TOOL", "LLM", "tool", "x"])
+# Role keys get text: Conventions.role() raises on a list there (a conventions matter).
+_ATTRIBUTES = st.lists(
+    st.tuples(st.sampled_from(sorted(ROLE_KEYS)), _ROLE_VALUES)
+    | st.tuples(st.sampled_from(["gen_ai.tool.name", "http.route", "x"]), _VALUES),
+    max_size=4,
+)
 _SPANS = st.lists(
     st.tuples(
         st.sampled_from([b"", bytes(16), bytes.fromhex("0af7651916cd43dd8448eb211c80319c")]),
         _IDS,
         _IDS,
         st.sampled_from(["GET", "invoke_agent", "invoke_agent a", "invoke_agents", "chat m"]),
-        st.lists(st.tuples(_KEYS, _VALUES), max_size=4),
+        _ATTRIBUTES,
         st.integers(min_value=0, max_value=2),
     ),
     max_size=6,
@@ -396,22 +402,45 @@ def _message(spans: list[tuple[Any, ...]]) -> TracesData:
     return data
 
 
+class _Analyses:
+    """A decoder sink that analyses each trace, as the replay does."""
+
+    def __init__(self) -> None:
+        self.analyzers: dict[str, TraceAnalyzer] = {}
+
+    def _analyzer(self, trace_id: str) -> TraceAnalyzer:
+        return self.analyzers.setdefault(trace_id, TraceAnalyzer(trace_id, POLICY))
+
+    def add(self, record: SpanRecord) -> None:
+        if record.trace_id and record.span_id:
+            self._analyzer(record.trace_id).add(record)
+
+    def add_link(self, trace_id: str, link: bytes) -> None:
+        self._analyzer(trace_id).add_link(link)
+
+    def results(self) -> list[tuple[Any, ...]]:
+        out = []
+        for trace_id, analyzer in sorted(self.analyzers.items()):
+            result = analyzer.analyse()
+            out.append((trace_id, _runs(result.reports), result.attributes, result.events))
+        return out
+
+
 @settings(max_examples=100, deadline=None)
-@given(_SPANS, st.sampled_from([None, ROLE_KEYS]))
-def test_proto_and_its_json_form_decode_alike(
-    spans: list[tuple[Any, ...]], plain_keys: frozenset[str] | None
-) -> None:
-    """A message and its OTLP/JSON form hand the same records and links to the sink."""
+@given(_SPANS)
+def test_proto_and_its_json_form_decode_alike(spans: list[tuple[Any, ...]]) -> None:
+    """A message and its OTLP/JSON form give the same records, and the same analysis."""
     message = _message(spans)
-    from_proto, from_json = _Calls(), _Calls()
-    errors: list[DecodeError] = []
-    decode_proto(message, from_proto, errors.append, plain_keys)
-    decode_json(proto_to_json(message), from_json, errors.append, plain_keys)
-    assert errors == []
-    assert from_proto.calls == from_json.calls
-    assert len(from_proto.calls) == len(spans)
-    if plain_keys is None:
-        assert [kind for kind, _ in from_proto.calls] == ["span"] * len(spans)
+    as_json = proto_to_json(message)
+    records = list(spans_from_proto(message))
+    assert records == list(spans_from_json(as_json))
+    assert len(records) == len(spans)
+    from_proto, from_json, from_records = _Analyses(), _Analyses(), _Analyses()
+    decode_proto(message, from_proto, _raise, ROLE_KEYS)
+    decode_json(as_json, from_json, _raise, ROLE_KEYS)
+    for record in records:
+        from_records.add(record)
+    assert from_proto.results() == from_json.results() == from_records.results()
 
 
 def _raise(error: DecodeError) -> None:

@@ -18,10 +18,12 @@ the same walk collecting :class:`SpanRecord` values.
 
 Plain spans (a parent, no role attribute, no agent span name) can be handed
 over as their parent link alone: the analysis keeps nothing else of them. In
-protobuf that spares reading their attribute values, status and times, which
-makes a replay of the benchmark's spans 18% faster (callgrind instructions,
-``bench/bench_replay.py``); OTLP/JSON spans are decoded in full first, so a bad
-value is reported wherever it is.
+protobuf that spares reading their attribute values, status and times: a
+replay of ``bench/bench_replay.py``'s binary spans runs 10% fewer instructions
+(callgrind, 5,000 spans: 341M instead of 381M beyond the imports). OTLP/JSON
+spans are decoded in full first, so a bad value is reported wherever it is.
+Shortcuts for model spans (their place only) and tool spans (no record) were
+measured too and left out: they saved nothing here.
 """
 
 from __future__ import annotations
