@@ -47,9 +47,9 @@ def _mapped(judgement: str) -> str:
 
 
 def test_committed_fixtures_are_what_the_script_writes(tmp_path: Path) -> None:
-    """The committed fixtures and manifest are exactly what generate.py writes."""
+    """The committed fixtures and manifest are exactly what generate_peers.py writes."""
     subprocess.run(
-        [sys.executable, str(PEERS / "generate.py"), str(tmp_path)], check=True, timeout=120
+        [sys.executable, str(PEERS / "generate_peers.py"), str(tmp_path)], check=True, timeout=120
     )
     generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     committed = sorted(

@@ -23,14 +23,13 @@ from typing import Any, Final
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from otel_stall.conventions import Conventions, Role, is_agent_span_name
+from otel_stall.conventions import Conventions, Role, SpanRecord, is_agent_span_name
 from otel_stall.core.policy import StallPolicy
 from otel_stall.gateway.buffer import AGENT, FULL, MODEL, ROOT, TOOL, Entry, Held, Ready
 from otel_stall.gateway.wire import Piece, varint
 from otel_stall.offline.analysis import TraceAnalyzer, TraceResult
 from otel_stall.otlp.decode import (
     any_value_to_python,
-    attributes_from_proto,
     record_from_proto_span,
 )
 from otel_stall.otlp.encode import enrich_proto_span, python_to_any_value
@@ -116,9 +115,6 @@ class Detector:
         """Role attribute keys, or ``None``: a custom ``role`` reads anything, decode every span."""
         ordered = sorted(interest or (), key=lambda k: k not in _PRIORITY)
         self.interest_bytes = tuple(k.encode() for k in ordered)
-        self._tool_call_from = (
-            conventions.tool_call_from if conventions.builds_calls_from_parts else None
-        )
 
     def kind_of(self, span: Any) -> int:
         """``TOOL``, ``MODEL``, ``AGENT`` or 0, from the role attributes alone."""
@@ -176,37 +172,28 @@ class Detector:
         return Outcome(result, pieces, live_changed)
 
     def _analyzer(self, ready: Ready, messages: dict[int, Any]) -> TraceAnalyzer:
-        """A :class:`TraceAnalyzer` fed the trace in arrival order, as the replay feeds it."""
-        analyzer = TraceAnalyzer(ready.trace_id.hex(), self.policy, self.conventions)
+        """A :class:`TraceAnalyzer` fed the trace in arrival order, as the replay feeds it.
+
+        Model spans and plain roots were forwarded already; their entries keep
+        what the analysis reads of them (ids and times), given as bare records.
+        """
+        trace_id = ready.trace_id.hex()
+        analyzer = TraceAnalyzer(trace_id, self.policy, self.conventions)
         links = bytes(ready.links)
-        add_link = analyzer.add_link
         for i in range(0, len(links), 16):
-            add_link(links[i : i + 16])
-        tool_call_from = self._tool_call_from
+            analyzer.add_link(links[i : i + 16])
         for index, entry in enumerate(ready.entries):
-            kind = entry.kind
-            parent = entry.parent.hex() if entry.parent else None
-            if kind == MODEL:
-                analyzer.add_model(entry.span_id.hex(), parent, entry.start_ns, entry.end_ns)
-                continue
-            if kind == ROOT:
-                analyzer.add_plain_root(entry.span_id.hex(), entry.start_ns, entry.end_ns)
+            if entry.kind in (MODEL, ROOT):
+                parent = entry.parent.hex() if entry.parent else None
+                bare = SpanRecord(
+                    trace_id, entry.span_id.hex(), parent, "", entry.start_ns, entry.end_ns, {}
+                )
+                analyzer.add(bare, Role.MODEL if entry.kind == MODEL else Role.OTHER)
                 continue
             span = entry.source
             if isinstance(span, Held):
                 span = messages[index] = Span.FromString(span.data)
-            if kind == TOOL and tool_call_from is not None:
-                call = tool_call_from(
-                    attributes_from_proto(span.attributes),
-                    span.name,
-                    entry.span_id.hex(),
-                    span.start_time_unix_nano,
-                    span.end_time_unix_nano,
-                    span.status.code,
-                )
-                analyzer.add_tool(call, parent)
-            else:
-                analyzer.add(record_from_proto_span(span))
+            analyzer.add(record_from_proto_span(span))
         return analyzer
 
 

@@ -1,9 +1,10 @@
-"""The replay's fast path (plain and model spans never become SpanRecords) finds what add() finds.
+"""The one OTLP decoder: protobuf and OTLP/JSON alike, plain spans as links, same runs as add().
 
-Each case is decoded twice: by the replay (fast path for plain and model
-spans, compact parent links) and by the full decoder feeding
-``TraceAnalyzer.add`` span by span. Both must give the same runs and the same
-``stall.*`` attributes, whatever the span order and the format.
+A replay hands plain spans to its analyzers as parent links only. Each case
+is analysed twice: by the replay, and by ``TraceAnalyzer.add`` on every span's
+full record. Both must give the same runs and the same ``stall.*`` attributes,
+whatever the span order and the format. The hand-picked cases below each once
+found a bug in an earlier, separate fast path.
 """
 
 from __future__ import annotations
@@ -16,15 +17,22 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from otel_stall.conventions import Conventions, CustomConvention, Role, SpanRecord
+from otel_stall.conventions import ROLE_KEYS, Conventions, CustomConvention, Role, SpanRecord
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import ToolCall
 from otel_stall.offline.analysis import TraceAnalyzer, TraceResult, analyse_spans
 from otel_stall.offline.replay import Replayer, ReplayResult
 from otel_stall.offline.report import run_json
-from otel_stall.otlp.decode import spans_from_json, spans_from_proto
+from otel_stall.otlp.decode import (
+    DecodeError,
+    decode_json,
+    decode_proto,
+    spans_from_json,
+    spans_from_proto,
+)
 from otel_stall.otlp.encode import proto_to_json, python_to_any_value
 
 POLICY = StallPolicy(warn_at=2, break_at=4)
@@ -144,8 +152,8 @@ def _by_span(traces: dict[str, TraceResult]) -> dict[tuple[str, str], Any]:
 
 @pytest.mark.parametrize("fmt", ["binary", "json"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_fast_path_finds_what_add_finds(tmp_path: Path, fmt: str, seed: int) -> None:
-    """Shuffled, interleaved traces: same runs and attributes as the full decoder plus add()."""
+def test_replay_finds_what_add_finds(tmp_path: Path, fmt: str, seed: int) -> None:
+    """Shuffled, interleaved traces: same runs and attributes as full records through add()."""
     path = _write(tmp_path, fmt, list(_traces_data(4, seed)))
     result = Replayer(POLICY).analyse([str(path)])
     expected = analyse_spans(_records(fmt, path), POLICY)
@@ -160,7 +168,7 @@ def test_fast_path_finds_what_add_finds(tmp_path: Path, fmt: str, seed: int) -> 
 
 @pytest.mark.parametrize("fmt", ["binary", "json"])
 def test_custom_role_key_spans_are_not_taken_as_plain(tmp_path: Path, fmt: str) -> None:
-    """A custom convention's role key makes a span a tool span on the fast path too."""
+    """A custom convention's role key keeps a span from being taken as plain."""
     conventions = Conventions(
         custom=(CustomConvention("my.kind", tool_value="tool", tool_name_keys=("my.name",)),)
     )
@@ -335,47 +343,124 @@ def test_role_attributes_anywhere_in_the_list(tmp_path: Path, order: str) -> Non
     assert sum(r["tool_calls"] for r in _runs(result.reports)) == 3 * 8  # MCP spans nest
 
 
-def test_add_tool_keeps_what_add_keeps() -> None:
-    """A tool call handed over by add_tool() is analysed exactly as its SpanRecord by add()."""
-    conventions = Conventions()
-    by_record = TraceAnalyzer("t", POLICY, conventions)
-    by_call = TraceAnalyzer("t", POLICY, conventions)
-    agent = SpanRecord(
-        "t", "a" * 16, None, "invoke_agent x", 0, 99, {"gen_ai.operation.name": "invoke_agent"}
-    )
-    by_record.add(agent)
-    by_call.add(agent)
-    for i in range(4):
-        status = 2 if i == 3 else 0
-        record = SpanRecord(
-            "t", f"{i + 1:016x}", "a" * 16, "execute_tool s", 10 + i, 11 + i, _tool("s"), status
-        )
-        by_record.add(record)
-        by_call.add_tool(
-            conventions.tool_call_from(
-                record.attributes, record.name, record.span_id, 10 + i, 11 + i, status
-            ),
-            record.parent_span_id,
-        )
-    # A parentless tool span may be the trace's root: both ways know it.
-    root = SpanRecord("u", "b" * 16, None, "execute_tool s", 5, 6, _tool("s"))
-    by_record.add(root)
-    by_call.add_tool(
-        conventions.tool_call_from(root.attributes, root.name, root.span_id, 5, 6, 0), None
-    )
-    assert by_call.spans == by_record.spans == 6
-    expected, got = by_record.analyse(), by_call.analyse()
-    assert _runs(got.reports) == _runs(expected.reports)
-    assert got.attributes == expected.attributes
-    assert got.events == expected.events
-    assert [r.tool_calls for r in got.reports] == [4, 1]
+class _Calls:
+    """A decoder sink that lists what it was handed, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def add(self, record: SpanRecord) -> None:
+        self.calls.append(("span", record))
+
+    def add_link(self, trace_id: str, link: bytes) -> None:
+        self.calls.append(("link", (trace_id, link)))
 
 
-def test_add_tool_leaves_the_callers_record_as_it_was() -> None:
-    """add_tool() keeps a payload-free copy; the ToolCall it was given keeps its payloads."""
-    analyzer = TraceAnalyzer("t", POLICY, Conventions())
-    call = ToolCall("search", '{"q": 1}', '{"hits": []}', span_id="c" * 16)
-    analyzer.add_tool(call, None)
-    assert (call.arguments, call.result) == ('{"q": 1}', '{"hits": []}')
-    (report,) = analyzer.analyse().reports
-    assert [row.tool for row in report.ledger] == ["search"]
+_IDS = st.sampled_from([b"", bytes(8), bytes.fromhex("00f1e2d3c4b5a697")])
+_VALUES = st.recursive(
+    st.one_of(
+        st.text(max_size=8),
+        st.booleans(),
+        st.integers(min_value=-(2**63), max_value=2**63 - 1),
+        st.floats(allow_nan=False),
+        st.binary(max_size=4),
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_ROLE_VALUES = st.sampled_from(["chat", "execute_tool", "invoke_agent", "TOOL", "LLM", "tool", "x"])
+# Role keys get text: Conventions.role() raises on a list there (a conventions matter).
+_ATTRIBUTES = st.lists(
+    st.tuples(st.sampled_from(sorted(ROLE_KEYS)), _ROLE_VALUES)
+    | st.tuples(st.sampled_from(["gen_ai.tool.name", "http.route", "x"]), _VALUES),
+    max_size=4,
+)
+_SPANS = st.lists(
+    st.tuples(
+        st.sampled_from([b"", bytes(16), bytes.fromhex("0af7651916cd43dd8448eb211c80319c")]),
+        _IDS,
+        _IDS,
+        st.sampled_from(["GET", "invoke_agent", "invoke_agent a", "invoke_agents", "chat m"]),
+        _ATTRIBUTES,
+        st.integers(min_value=0, max_value=2),
+    ),
+    max_size=6,
+)
+
+
+def _message(spans: list[tuple[Any, ...]]) -> TracesData:
+    data = TracesData()
+    scope = data.resource_spans.add().scope_spans.add()
+    for trace_id, span_id, parent, name, attributes, code in spans:
+        span = scope.spans.add(trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name)
+        span.start_time_unix_nano, span.end_time_unix_nano = 5, 2**63 + 1
+        span.status.code = code
+        for key, value in attributes:
+            python_to_any_value(value, span.attributes.add(key=key).value)
+    return data
+
+
+class _Analyses:
+    """A decoder sink that analyses each trace, as the replay does."""
+
+    def __init__(self) -> None:
+        self.analyzers: dict[str, TraceAnalyzer] = {}
+
+    def _analyzer(self, trace_id: str) -> TraceAnalyzer:
+        return self.analyzers.setdefault(trace_id, TraceAnalyzer(trace_id, POLICY))
+
+    def add(self, record: SpanRecord) -> None:
+        if record.trace_id and record.span_id:
+            self._analyzer(record.trace_id).add(record)
+
+    def add_link(self, trace_id: str, link: bytes) -> None:
+        self._analyzer(trace_id).add_link(link)
+
+    def results(self) -> list[tuple[Any, ...]]:
+        out = []
+        for trace_id, analyzer in sorted(self.analyzers.items()):
+            result = analyzer.analyse()
+            out.append((trace_id, _runs(result.reports), result.attributes, result.events))
+        return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(_SPANS)
+def test_proto_and_its_json_form_decode_alike(spans: list[tuple[Any, ...]]) -> None:
+    """A message and its OTLP/JSON form give the same records, and the same analysis."""
+    message = _message(spans)
+    as_json = proto_to_json(message)
+    records = list(spans_from_proto(message))
+    assert records == list(spans_from_json(as_json))
+    assert len(records) == len(spans)
+    from_proto, from_json, from_records = _Analyses(), _Analyses(), _Analyses()
+    decode_proto(message, from_proto, _raise, ROLE_KEYS)
+    decode_json(as_json, from_json, _raise, ROLE_KEYS)
+    for record in records:
+        from_records.add(record)
+    assert from_proto.results() == from_json.results() == from_records.results()
+
+
+def _raise(error: DecodeError) -> None:
+    raise error
+
+
+@pytest.mark.parametrize("fmt", ["binary", "json"])
+def test_only_plain_spans_become_links(fmt: str) -> None:
+    """Links only for spans with a parent, no role key and no agent name; the rest whole."""
+    (message,) = _traces_data(1, 0, per_message=100)
+    sink = _Calls()
+    if fmt == "binary":
+        decode_proto(message, sink, _raise, ROLE_KEYS)
+    else:
+        decode_json(proto_to_json(message), sink, _raise, ROLE_KEYS)
+    linked = sorted(int.from_bytes(c[1][1][:8], "big") % 1000 for c in sink.calls if c[0] == "link")
+    plain = [
+        index
+        for index, parent, name, attributes in _trace_spans(1)
+        if parent is not None and not ROLE_KEYS & set(attributes) and name != "invoke_agent"
+    ]
+    assert linked == plain
+    assert len(sink.calls) == len(_trace_spans(1))
