@@ -88,6 +88,38 @@ def add_within_limits(
     return excess
 
 
+def redact(attributes: dict[str, Any], content_keys: frozenset[str]) -> None:
+    """Strip raw payloads from a copy's attributes: the one place the live copy is redacted.
+
+    ``content_keys`` are :attr:`Conventions.content_keys`, the keys replay strips too.
+    """
+    for key in content_keys.intersection(attributes):
+        del attributes[key]
+
+
+def enrich(
+    span: ReadableSpan,
+    attributes: dict[str, Any],
+    extra: Mapping[str, Any],
+    limits: SpanLimits,
+    events: Sequence[Event] | None = None,
+    dropped_events: int = 0,
+    *,
+    redacted: bool = False,
+) -> ReadableSpan:
+    """What downstream gets for ``span``: ``attributes`` plus ``extra``, within ``limits``.
+
+    ``attributes`` is a plain-dict copy of the span's own (it is extended in place);
+    ``events``, if given, replace the span's. A view (:class:`EnrichedSpan`) unless
+    ``redacted``: the view would keep the ended span, raw payloads and all, reachable
+    from what is exported (a pickling exporter would send them), so that is a full copy.
+    """
+    dropped_attributes = add_within_limits(attributes, extra, limits)
+    if redacted:
+        return copy_span(span, attributes, events, dropped_events, dropped_attributes)
+    return EnrichedSpan(span, attributes, events, dropped_events, dropped_attributes)
+
+
 def bounded_event(name: str, attributes: Mapping[str, Any], when: int, limits: SpanLimits) -> Event:
     """An event as ``add_event`` would have made it on the live span: within the event limits."""
     bounded = BoundedAttributes(
@@ -261,5 +293,7 @@ __all__ = [
     "attribute_dict",
     "bounded_event",
     "copy_span",
+    "enrich",
+    "redact",
     "span_record",
 ]
