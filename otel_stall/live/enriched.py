@@ -43,21 +43,23 @@ def span_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None)
     """The OpenTelemetry-free view of an SDK span that the conventions read.
 
     ``attributes`` may be a plain-dict copy of the span's attributes: lookups in
-    a dict are much cheaper than in the SDK's locked mapping.
+    a dict are much cheaper than in the SDK's locked mapping. Built once per tool
+    span: ``to_bytes().hex()`` spells an id in under half the instructions of
+    ``format()``.
     """
     ctx = span.context
     parent = span.parent
     status = span.status
     return SpanRecord(
-        trace_id=format(ctx.trace_id, "032x") if ctx else "",
-        span_id=format(ctx.span_id, "016x") if ctx else "",
-        parent_span_id=None if parent is None else format(parent.span_id, "016x"),
-        name=span.name,
-        start_ns=span.start_time or 0,
-        end_ns=span.end_time or 0,
-        attributes=(span.attributes or {}) if attributes is None else attributes,
-        status_code=int(status.status_code.value),
-        status_message=status.description or "",
+        "" if ctx is None else ctx.trace_id.to_bytes(16, "big").hex(),
+        "" if ctx is None else ctx.span_id.to_bytes(8, "big").hex(),
+        None if parent is None else parent.span_id.to_bytes(8, "big").hex(),
+        span.name,
+        span.start_time or 0,
+        span.end_time or 0,
+        (span.attributes or {}) if attributes is None else attributes,
+        status.status_code.value,
+        status.description or "",
     )
 
 

@@ -80,7 +80,7 @@ from otel_stall.live.log_events import API_EMITS_EVENTS, FindingEvents
 from otel_stall.live.run_table import Node, Run, RunTable
 from otel_stall.live.settings import ProcessorSettings
 from otel_stall.metrics import StallMetrics
-from otel_stall.semconv import StallEventAttributes
+from otel_stall.semconv import GenAIOperation, StallEventAttributes
 
 logger = logging.getLogger("otel_stall")
 
@@ -245,11 +245,28 @@ class StallSpanProcessor(SpanProcessor):
     # -- SpanProcessor -------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Record the span's ancestry (and open a round for a model span), then relay."""
+        """Remember where the span belongs, then relay it.
+
+        A span with no role key, not named ``invoke_agent...``, is plain: it is
+        remembered only inside a run (its children are in the run too). Any other
+        span is classified by :meth:`_classified_start`.
+        """
         failure: Exception | None = None
         if self._enabled:
             try:
-                self._start(span)
+                inherit = self._table.started(span)
+                # The SDK's live span: a read-only proxy of its still-mutable attributes,
+                # whose copy() is a plain dict (cheap to test and to read).
+                attributes = span.attributes.copy()  # type: ignore[union-attr]
+                keys = self._role_keys  # None: the conventions' own role() may read any key
+                if (
+                    keys is None
+                    or not keys.isdisjoint(attributes)
+                    or span.name.startswith(GenAIOperation.INVOKE_AGENT)
+                ):
+                    self._classified_start(span, attributes, inherit)
+                elif inherit is not None:
+                    self._table.track(span.get_span_context().span_id, inherit)
             except Exception as exc:
                 failure = self.report_error("on_start", exc)
         for processor in self._downstream:
@@ -270,12 +287,20 @@ class StallSpanProcessor(SpanProcessor):
                 self.report_error("downstream _on_ending", exc, surface=False)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Detect, then hand downstream an enriched span (tool and run spans) or the span."""
+        """Hand downstream the span itself, or its enriched copy if otel-stall reads it."""
         out = span
         failure: Exception | None = None
         if self._enabled:
             try:
-                out = self._end(span)
+                node = self._table.span_ended(span)
+                keys = self._role_keys  # None: the conventions' own role() may read any key
+                if (
+                    (node is not None and not node.shared)  # an agent, tool or model span at start
+                    or span.parent is None  # a root: it may close its trace's run
+                    or keys is None
+                    or not keys.isdisjoint(span.attributes)  # type: ignore[arg-type]
+                ):
+                    out = self._classified_end(span, node)
             except Exception as exc:
                 failure = self.report_error("on_end", exc)
         for processor in self._downstream:
@@ -340,56 +365,38 @@ class StallSpanProcessor(SpanProcessor):
 
     # -- start ---------------------------------------------------------------
 
-    def _start(self, span: Span) -> None:
-        """Remember where a starting span belongs; a model span opens a round now."""
-        inherit = self._table.started(span)
-        role = self._start_role(span)
-        self._table.track_start(span, role, inherit)
-        if role is Role.MODEL:
-            run = None if inherit is None else inherit.run
-            self._model(span, run, span.get_span_context().trace_id)
-
-    def _start_role(self, span: Span) -> Role:
-        """The role a span has as it starts: by its attributes, else an agent's by its name.
-
-        Google ADK sets an agent span's attributes just after it starts, too late here.
-        """
-        attributes = attribute_dict(span)
-        role = self.conventions.role(attributes) if self._may_have_role(attributes) else Role.OTHER
-        if role is Role.OTHER and is_agent_span_name(span.name):
-            return Role.AGENT
-        return role
-
-    def _may_have_role(self, attributes: Iterable[str]) -> bool:
-        """Whether ``role()`` must be asked: one set test lets a plain span go.
-
-        A :class:`Conventions` whose ``role()`` is its own may read any key
-        (``role_keys`` is ``None``): every span is asked, as in replay.
-        """
-        keys = self._role_keys
-        return keys is None or not keys.isdisjoint(attributes)
+    def _classified_start(
+        self, span: Span, attributes: dict[str, Any], inherit: Node | None
+    ) -> None:
+        """A span with a role key or an agent's name started: track it by its role."""
+        role = self.conventions.role(attributes)
+        if role is Role.TOOL:
+            self._table.tool_started(span, inherit)
+        elif role is Role.MODEL:
+            run = self._table.model_started(span, inherit)
+            self._model(span, run, span.get_span_context().trace_id)  # its round opens now
+        elif role is Role.AGENT or is_agent_span_name(span.name):
+            # By its name: Google ADK sets an agent span's attributes just after it starts.
+            self._table.agent_started(span, inherit)
+        elif inherit is not None:  # role keys, but no role: a plain span after all
+            self._table.track(span.get_span_context().span_id, inherit)
 
     # -- end -----------------------------------------------------------------
 
-    def _end(self, span: ReadableSpan) -> ReadableSpan:
-        """What downstream gets for an ended span: the span itself unless otel-stall reads it."""
+    def _classified_end(self, span: ReadableSpan, node: Node | None) -> ReadableSpan:
+        """A span that may be a tool, model or run span ended: detect, then enrich if needed.
+
+        ``node`` is where it was tracked from its start, if it was.
+        """
         ctx = span.context
         if ctx is None:
             return span
-        node = self._table.span_ended(ctx.span_id)
-        if node is None or node.shared:  # not an agent, tool or model span at its start
-            if span.parent is not None and not self._may_have_role(span.attributes):  # type: ignore[arg-type]
-                return span  # a plain span, and not a root that may close its trace's run
-            if node is None:
-                node = self._table.untracked(span)
-        return self._classified_end(span, ctx, node)
-
-    def _classified_end(self, span: ReadableSpan, ctx: SpanContext, node: Node) -> ReadableSpan:
-        """A span that may be a tool, model or run span ended: detect, then enrich if needed."""
+        if node is None:
+            node = self._table.untracked(span)
         attributes = attribute_dict(span)  # a plain dict: cheap lookups, then the copy's
         role = self.conventions.role(attributes)
         parent = span.parent
-        if role is Role.OTHER and node.shared and parent is not None:
+        if node.shared and parent is not None and role is Role.OTHER:
             return span  # role keys, but no role: a plain span after all
         extra = self._detect(span, ctx, role, node, attributes)
         run = node.owned
@@ -397,7 +404,7 @@ class StallSpanProcessor(SpanProcessor):
             trace_run = self._table.root_ended(ctx.trace_id)
             run = trace_run if run is None else run
         events, dropped = (None, 0) if run is None else self._run_ended(span, run, extra)
-        redacting = self.settings.redact and (role is not Role.OTHER or node.role is not Role.OTHER)
+        redacting = self.settings.redact and (not node.shared or role is not Role.OTHER)
         if redacting:
             redact(attributes, self._content_keys)
         elif not extra and events is None:
@@ -412,7 +419,10 @@ class StallSpanProcessor(SpanProcessor):
         node: Node,
         attributes: dict[str, Any],
     ) -> dict[str, Any]:
-        """Feed a tool span's call to its run; the ``stall.*`` attributes for its copy."""
+        """Feed the span's run; a tool span's ``stall.*`` attributes, for its copy.
+
+        A model span that was not one at its start opens its round now.
+        """
         if role is Role.TOOL and not node.nested:  # a nested tool span is the outer call again
             return self._tool(span, ctx, attributes, node.run)
         if role is Role.MODEL and node.role is not Role.MODEL:

@@ -100,9 +100,9 @@ class Run:
 class Node:
     """The ancestry of one tracked open span: its run, and what its children inherit.
 
-    ``run`` ``None`` means the trace run. Nodes of plain spans are shared: a
-    plain span under a tracked parent stores its parent's ``child`` node, which
-    its own children inherit in turn (``shared``), so tracking it allocates
+    ``run`` ``None`` means the trace run. A plain span's node (``role`` ``None``)
+    is shared: a plain span under a tracked parent stores its parent's ``child``
+    node, which its own children inherit in turn, so tracking it allocates
     nothing. A shared node does not point at itself: a node in a reference
     cycle, and the run it holds, would outlive the span until the cycle
     collector ran, instead of being freed when the span ends.
@@ -114,7 +114,7 @@ class Node:
         self,
         run: Run | None,
         nested: bool,
-        role: Role = Role.OTHER,
+        role: Role | None = None,
         owned: Run | None = None,
         child: Node | None = None,
     ) -> None:
@@ -122,10 +122,10 @@ class Node:
         self.nested = nested
         """Inside a tool span: the outer tool span is the call, this one is not."""
         self.role = role
-        """The role the span had at its start."""
+        """The role the span had at its start (tool, model or agent); ``None``: a plain span."""
         self.owned = owned
         """The run this span is the run span of (agent spans)."""
-        self.shared = role is Role.OTHER and owned is None
+        self.shared = role is None
         """A plain span's node: its children inherit this very node."""
         self.child = None if self.shared else child
         """What a child of a tracked span stores; ``None``: children need no entry."""
@@ -198,35 +198,38 @@ class RunTable:
         if parent is None:
             self.root_started(span)
             return None
+        if not self.spans:
+            return None  # no agent activity in flight: no parent to look up (reading an id costs)
         node = self.spans.get(parent.span_id)
         return None if node is None else node.inherited()
 
-    def track_start(self, span: Span, role: Role, inherit: Node | None) -> None:
-        """Remember a started span's ancestry, by its role: what its children will inherit.
-
-        A plain span stores what it inherited (nothing, outside agents and tools);
-        a tool span makes its children nested calls; an agent span opens its own run.
-        """
-        if role is Role.OTHER:
-            if inherit is not None:
-                self.track(span.get_span_context().span_id, inherit)
-            return
-        ctx = span.get_span_context()
+    def tool_started(self, span: Span, inherit: Node | None) -> None:
+        """Track a tool span: its children are nested calls, the same call seen again."""
         run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
-        if role is Role.AGENT:
-            agent = Run(ctx.trace_id, ctx.span_id, span)
-            self.track(ctx.span_id, Node(run, nested, role, agent, Node(agent, False)))
-            if span.parent is None:
-                self.agent_root(ctx.trace_id, agent)
-            return
-        child = inherit
-        if role is Role.TOOL and not nested:
-            child = Node(run, True)
-        self.track(ctx.span_id, Node(run, nested, role, None, child))
+        child = inherit if nested else Node(run, True)
+        self.track(span.get_span_context().span_id, Node(run, nested, Role.TOOL, None, child))
 
-    def span_ended(self, span_id: int) -> Node | None:
+    def model_started(self, span: Span, inherit: Node | None) -> Run | None:
+        """Track a model span; the run it belongs to (``None``: its trace's run)."""
+        run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
+        self.track(span.get_span_context().span_id, Node(run, nested, Role.MODEL, None, inherit))
+        return run
+
+    def agent_started(self, span: Span, inherit: Node | None) -> None:
+        """Track an agent span: it opens its own run, which its descendants belong to."""
+        run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
+        ctx = span.get_span_context()
+        agent = Run(ctx.trace_id, ctx.span_id, span)
+        self.track(ctx.span_id, Node(run, nested, Role.AGENT, agent, Node(agent, False)))
+        if span.parent is None:
+            self.agent_root(ctx.trace_id, agent)
+
+    def span_ended(self, span: ReadableSpan) -> Node | None:
         """Forget an ended span's ancestry; its node, if it was tracked."""
-        return self.spans.pop(span_id, None)
+        if not self.spans:
+            return None  # no agent activity in flight: nothing to forget (reading an id costs)
+        ctx = span.context
+        return None if ctx is None else self.spans.pop(ctx.span_id, None)
 
     def untracked(self, span: ReadableSpan) -> Node:
         """Where an ended span that was not tracked (or was forgotten) belongs, as a plain node.
