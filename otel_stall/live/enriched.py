@@ -206,10 +206,16 @@ class EnrichedSpan(ReadableSpan):
 
     What :func:`copy_span` returns, without the copy. Building one is four
     stores; the copy reads every property of the source (events and links are
-    rebuilt as tuples on each read) and runs the constructor, which was a sixth
-    of what otel-stall added to a tool span. Every public property reads through
-    to the source instead, so an exporter sees the same values either way. The
-    source stays reachable from the view, so redacted spans take the copy.
+    rebuilt as tuples on each read) and runs the constructor. Every public
+    property reads through to the source instead, so an exporter sees the same
+    values either way. The source stays reachable from the view, so redacted
+    spans take the copy. Measured with callgrind on a tool span (CPython 3.11,
+    SDK 1.45): the view costs ~2,400 instructions to build and the copy ~30,000;
+    the OTLP encoder then reads the view for ~18,000 more than the copy, so the
+    view saves ~10,000 per enriched span, about 1% of a tool span's cost in the
+    OTLP/gRPC wiring; where nothing reads the span after (the no-op exporter of
+    ``bench/bench_processor.py``) it saves ~28,000, a fifth of what otel-stall
+    adds to a tool span there.
 
     ``ReadableSpan``'s own methods (``to_json``) and any code that reads its
     private fields get a full copy, made through the public constructor on the

@@ -296,11 +296,12 @@ class StallSpanProcessor(SpanProcessor):
                 keys = self._role_keys  # None: the conventions' own role() may read any key
                 if (
                     (node is not None and not node.shared)  # an agent, tool or model span at start
-                    or span.parent is None  # a root: it may close its trace's run
                     or keys is None
                     or not keys.isdisjoint(span.attributes)  # type: ignore[arg-type]
                 ):
                     out = self._classified_end(span, node)
+                elif span.parent is None:  # a plain root: it may close its trace's run
+                    out = self._root_end(span)
             except Exception as exc:
                 failure = self.report_error("on_end", exc)
         for processor in self._downstream:
@@ -410,6 +411,20 @@ class StallSpanProcessor(SpanProcessor):
         elif not extra and events is None:
             return span
         return enrich(span, attributes, extra, self._limits, events, dropped, redacted=redacting)
+
+    def _root_end(self, span: ReadableSpan) -> ReadableSpan:
+        """A plain trace root ended: its trace's run, if one was made, ends with it."""
+        ctx = span.context
+        if ctx is None:
+            return span
+        run = self._table.root_ended(ctx.trace_id)
+        if run is None:
+            return span  # no tool or model call in the trace: the common case
+        extra: dict[str, Any] = {}
+        events, dropped = self._run_ended(span, run, extra)
+        if events is None:
+            return span  # never used, or nothing to report: extra is empty too
+        return enrich(span, attribute_dict(span), extra, self._limits, events, dropped)
 
     def _detect(
         self,
