@@ -47,7 +47,7 @@ from opentelemetry.trace import Tracer
 from otel_stall.conventions import ROLE_KEYS
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import Status, ToolCall, record_builder
+from otel_stall.core.records import Status, ToolCall
 from otel_stall.core.stall_attributes import tool_span_attributes
 from otel_stall.live.enriched import EnrichedSpan
 from otel_stall.live.processor import StallSpanProcessor
@@ -121,7 +121,7 @@ class DetectOnlyWrapper(SpanProcessor):
         self.signer = self.policy.signer
         self.metrics = StallMetrics()
         self.detectors: dict[int, RunDetector] = {}
-        self.new_call = record_builder(ToolCall)
+        self.new_call = ToolCall
         self.last: object = None
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:

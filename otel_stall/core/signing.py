@@ -37,7 +37,7 @@ from typing import Any, Final
 import orjson
 import xxhash
 
-from otel_stall.core.records import ABSENT, Status, record_builder
+from otel_stall.core.records import ABSENT, Status
 
 
 def _not_built(*args: Any) -> None:
@@ -680,7 +680,7 @@ _PRESENT: Final = Content.PRESENT
 _EMPTY: Final = Content.EMPTY
 _key = xxhash.xxh3_128_digest
 """128 bits, as bytes: half the cost of the same hash as an int (building a 128-bit int)."""
-_new_digests: Final = record_builder(Digests)
+_new_digests: Final = Digests
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from typing import Final
 from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, is_agent_span_name
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import ABSENT, Finding, RunReport, ToolCall, record_builder
+from otel_stall.core.records import ABSENT, Finding, RunReport, ToolCall
 from otel_stall.core.signing import Digests
 from otel_stall.core.stall_attributes import (
     AttributeValue,
@@ -45,7 +45,6 @@ _MAX_HOPS: Final = 10_000
 _OTHER: Final = Role.OTHER
 _TOOL: Final = Role.TOOL
 _MODEL: Final = Role.MODEL
-_new_tool_call: Final = record_builder(ToolCall)
 _intern = sys.intern
 
 
@@ -315,8 +314,8 @@ class TraceAnalyzer:
 
 
 def _payload_free(call: ToolCall) -> ToolCall:
-    """A copy of ``call`` without its payloads, built by its record builder."""
-    return _new_tool_call(
+    """A copy of ``call`` without its payloads."""
+    return ToolCall(
         _intern(call.tool),
         ABSENT,
         ABSENT,
