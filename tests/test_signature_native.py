@@ -702,7 +702,7 @@ def test_compiled_path_handles_clean_payloads(canon: ModuleType, value: Any) -> 
     for text in (orjson.dumps(value).decode(), json.dumps(value, indent=2)):
         blob, content = python.canonical(text)
         keys = tuple(sorted(k.encode() for k in python.volatile_keys))
-        assert canon.canonical(text.encode(), keys, True) == (blob, content is Content.EMPTY)
+        assert canon.canonical(text.encode(), keys) == (blob, content is Content.EMPTY)
 
 
 def test_compiled_path_matches_volatile_names_in_any_case(canon: ModuleType) -> None:
@@ -710,7 +710,7 @@ def test_compiled_path_matches_volatile_names_in_any_case(canon: ModuleType) -> 
     text = '{"TS":1,"a":{"Ts":2,"b":[{"tS":3}],"c":"x"}}'
     blob, _ = Normaliser(volatile_keys=("ts",), native=False).canonical(text)
     assert blob == b'{"a":{"b":[{}],"c":"x"}}'
-    assert canon.canonical(text.encode(), (b"ts",), True) == (blob, False)
+    assert canon.canonical(text.encode(), (b"ts",)) == (blob, False)
 
 
 # -- the compiled signer (_canon.sign) --------------------------------------------
@@ -891,7 +891,6 @@ def compiled_sign(
         result,
         status,
         keys,
-        True,
         calls,
         results,
         limit,

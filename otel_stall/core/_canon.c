@@ -1,7 +1,7 @@
 /*
  * otel_stall.core._canon: the signer's fast path in one pass, in C.
  *
- * canonical(raw, volatile, temp_roots) reads JSON text (UTF-8 bytes from str.encode) and
+ * canonical(raw, volatile) reads JSON text (UTF-8 bytes from str.encode) and
  * writes the bytes that the Python normaliser would hash for it: volatile
  * keys dropped, runs of whitespace in strings collapsed, keys sorted, compact.
  * It also says whether the value is structurally empty. It builds no Python
@@ -16,7 +16,8 @@
  * a non-ASCII space, a float that orjson writes with an exponent, a big
  * integer, a duplicate key, deep nesting, text that is not JSON), they return
  * None and the caller takes the Python path. tests/test_signature_native.py
- * checks that both give the same bytes.
+ * checks that both give the same bytes. The output depends on the payload
+ * alone: no locale, no clock, no host temp dir.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -62,7 +63,6 @@ typedef struct {
     const char *volatile_names[MAX_VOLATILE];
     Py_ssize_t volatile_lens[MAX_VOLATILE];
     int nvolatile;
-    int temp_roots; /* the local temp dir is /tmp: the standard roots are all there is */
     uint64_t volatile_lengths; /* bit k: a name of k bytes (bit 63: 63 or more) */
     char out_stack[STACK_OUT];
     char scratch_stack[STACK_OUT];
@@ -356,8 +356,8 @@ substitute(const char *src, Py_ssize_t n, char *dst, Finder find, const char *wi
     return w;
 }
 
-/* Python's gate before each pass (_no_temp_dir, with /tmp as the local temp
- * dir): a "/t", and one of the temp markers. Without both, the pass is skipped,
+/* Python's gate before each pass (_no_temp_dir): a "/t", and one of the
+ * temp markers. Without both, the pass is skipped,
  * even for a "$TMPDIR/tmp..." name. */
 static int
 temp_gate(const char *s, Py_ssize_t n)
@@ -372,8 +372,8 @@ temp_gate(const char *s, Py_ssize_t n)
 
 /* Rewrites the string content at out[at:at+*n] as Python's temp steps would,
  * repeated to a fixed point (at most MAX_TEXT_PASSES). BAIL where only the
- * Python rules know the answer: non-ASCII text (Unicode \w and case folds), an
- * escaped quote, or a local temp dir other than /tmp. */
+ * Python rules know the answer: non-ASCII text (Unicode \w and case folds) or
+ * an escaped quote. */
 #define MAX_TEXT_PASSES 4
 static Outcome
 temp_rewrite(State *st, Py_ssize_t at, Py_ssize_t *n)
@@ -384,9 +384,6 @@ temp_rewrite(State *st, Py_ssize_t at, Py_ssize_t *n)
             break; /* Python's _no_temp_dir: this pass changes nothing */
         }
         if (pass == 0) {
-            if (!st->temp_roots) {
-                return BAIL;
-            }
             const char *s = st->out + at;
             for (Py_ssize_t i = 0; i < len; i++) {
                 if ((unsigned char)s[i] >= 0x80 || s[i] == '\\') {
@@ -1095,7 +1092,7 @@ value(State *st, int depth, int *empty)
  * from the caller's tuple, which outlives the call). BAIL: more names than
  * MAX_VOLATILE. State_free is safe after any outcome. */
 static Outcome
-state_init(State *st, PyObject *volatile_names, PyObject *temp_roots)
+state_init(State *st, PyObject *volatile_names)
 {
     st->len = st->nmembers = 0;
     st->out = st->out_stack;
@@ -1108,10 +1105,6 @@ state_init(State *st, PyObject *volatile_names, PyObject *temp_roots)
     st->nvolatile = 0;
     if (!PyTuple_Check(volatile_names)) {
         PyErr_SetString(PyExc_TypeError, "volatile key names must be a tuple of bytes");
-        return FAIL;
-    }
-    st->temp_roots = PyObject_IsTrue(temp_roots);
-    if (st->temp_roots < 0) {
         return FAIL;
     }
     Py_ssize_t nvolatile = PyTuple_GET_SIZE(volatile_names);
@@ -1173,18 +1166,17 @@ state_free(State *st)
 }
 
 PyDoc_STRVAR(canonical_doc,
-             "canonical(raw, volatile, temp_roots, /)\n--\n\n"
+             "canonical(raw, volatile, /)\n--\n\n"
              "Canonical bytes of the JSON text ``raw`` and whether it is empty, or None.\n\n"
              "``raw`` is UTF-8 from ``str.encode``; ``volatile`` is a tuple of lower-case\n"
-             "ASCII key names to drop; ``temp_roots`` says the local temp dir is /tmp,\n"
-             "so temp paths can be rewritten here. None means: take the Python path.");
+             "ASCII key names to drop. None means: take the Python path.");
 
 static PyObject *
 canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "canonical() takes exactly 3 arguments");
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "canonical() takes exactly 2 arguments");
         return NULL;
     }
     if (!PyBytes_Check(args[0]) || !PyTuple_Check(args[1])) {
@@ -1193,7 +1185,7 @@ canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     State st;
     int empty = 1;
-    Outcome r = state_init(&st, args[1], args[2]);
+    Outcome r = state_init(&st, args[1]);
     if (r == OK) {
         r = state_run(&st, PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), 0, &empty);
     }
@@ -1356,11 +1348,11 @@ cached_or_signed(State *st, const char *tool, Py_ssize_t tool_n, const char *tex
     return OK;
 }
 
-enum { TOOL, ARGUMENTS, RESULT, STATUS, VOLATILE, TEMP_ROOTS, CALLS, RESULTS, LIMIT, PRESENT,
-       EMPTY, STATUS_TYPE, SIGN_NARGS };
+enum { TOOL, ARGUMENTS, RESULT, STATUS, VOLATILE, CALLS, RESULTS, LIMIT, PRESENT, EMPTY,
+       STATUS_TYPE, SIGN_NARGS };
 
 PyDoc_STRVAR(sign_doc,
-             "sign(tool, arguments, result, status, volatile, temp_roots, calls, results,\n"
+             "sign(tool, arguments, result, status, volatile, calls, results,\n"
              "     limit, present, empty, status_type, /)\n--\n\n"
              "Signer.sign for JSON text arguments and result, or None.\n\n"
              "Returns (call_signature, result_digest, signature, arguments content,\n"
@@ -1375,7 +1367,7 @@ sign(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
     if (nargs != SIGN_NARGS) {
-        PyErr_SetString(PyExc_TypeError, "sign() takes exactly 12 arguments");
+        PyErr_SetString(PyExc_TypeError, "sign() takes exactly 11 arguments");
         return NULL;
     }
     PyObject *tool = args[TOOL], *arguments = args[ARGUMENTS], *result = args[RESULT];
@@ -1405,7 +1397,7 @@ sign(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t tool_n, args_n, result_n, status_n;
     State st;
     int ok;
-    Outcome r = state_init(&st, args[VOLATILE], args[TEMP_ROOTS]);
+    Outcome r = state_init(&st, args[VOLATILE]);
     if (r != OK) {
         goto finish;
     }

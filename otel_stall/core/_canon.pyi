@@ -2,9 +2,7 @@
 
 from typing import Any
 
-def canonical(
-    raw: bytes, volatile: tuple[bytes, ...], temp_roots: bool, /
-) -> tuple[bytes, bool] | None:
+def canonical(raw: bytes, volatile: tuple[bytes, ...], /) -> tuple[bytes, bool] | None:
     """Canonical bytes of the JSON text ``raw`` and whether it is empty, or ``None``."""
 
 def sign(
@@ -13,7 +11,6 @@ def sign(
     result: str,
     status: str,
     volatile: tuple[bytes, ...],
-    temp_roots: bool,
     calls: dict[tuple[str, bytes], tuple[str, Any]],
     results: dict[bytes, tuple[str | None, Any]],
     limit: int,

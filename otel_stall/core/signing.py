@@ -29,7 +29,6 @@ import enum
 import fnmatch
 import math
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -149,28 +148,17 @@ _ISO_TS = re.compile(
 _TMP_NAME = re.compile(r"\$TMPDIR/(?:tmp[a-z0-9_]{8}|pytest-of-[^/]+/pytest-\d+)(?=/|$)")
 
 
-def _local_temp_dir() -> str:
-    """The local temp directory, with forward slashes and no trailing one."""
-    return tempfile.gettempdir().replace("\\", "/").rstrip("/")
+_TEMP_ROOTS: Final = (
+    r"(?:/private)?/var/folders/[^/]+/[^/]+/T",  # macOS
+    r"[A-Za-z]:/Users/[^/]+/AppData/Local/Temp",  # Windows, once backslashes are slashes
+    r"(?:/var)?/tmp",  # Linux and the BSDs
+)
+"""The temp roots of every platform, the same on every host: never ``tempfile.gettempdir()``.
 
-
-def _temp_dir_patterns() -> re.Pattern[str]:
-    roots = [
-        r"(?:/private)?/var/folders/[^/]+/[^/]+/T",
-        r"[A-Za-z]:/Users/[^/]+/AppData/Local/Temp",
-        r"(?:/var)?/tmp",
-    ]
-    here = _local_temp_dir()
-    if here and here not in ("/tmp", "/var/tmp"):
-        roots.insert(0, re.escape(here))
-    return re.compile(r"(?<![\w.$])(?:" + "|".join(roots) + r")(?=/|$)", re.IGNORECASE)
-
-
-_TMP_DIR = _temp_dir_patterns()
-_STANDARD_TEMP_ROOTS: Final = _local_temp_dir() in ("/tmp", "/var/tmp")
-"""``_TMP_DIR`` has only the built-in roots, which the compiled path also knows."""
-
-_LOCAL_TEMP_TEXT: Final = _local_temp_dir().lower()
+The canonical form is a function of the payload alone, so a call signs the
+same live, in a replay and in a gateway, on any machine.
+"""
+_TMP_DIR = re.compile(r"(?<![\w.$])(?:" + "|".join(_TEMP_ROOTS) + r")(?=/|$)", re.IGNORECASE)
 
 # Bytes in compact JSON that mean a string may need canonicalising. A false
 # alarm costs only the slower walk; a miss would make the two paths disagree.
@@ -207,39 +195,11 @@ _ESCAPED_QUOTE: Final = re.compile(rb'\\"')
 """Compiled: a regex that starts with a backslash skips from one to the next, unlike ``in``."""
 
 
-def _local_temp_hint() -> tuple[bytes | None, int]:
-    """The local temp dir as a folded-bytes pattern, if the common markers miss it.
-
-    Every temp root ends in ``/tmp``, ``/Temp`` or ``/T`` followed by a slash
-    or the end of the string, and a temp name follows ``$TMPDIR/``. This
-    machine's temp dir is one more root; one without those markers is looked
-    for as it is, and then only ASCII payloads can rely on the hint (the walk
-    matches the root ignoring case with Unicode folds, a long s for ``s``,
-    that bytes do not see), or none at all if the root itself is not ASCII.
-    """
-    here = _local_temp_dir()
-    if not here or here in ("/tmp", "/var/tmp"):
-        return None, _TRUST_ALWAYS
-    if not here.isascii() or '"' in here or "\\" in here:
-        return None, _TRUST_NEVER
-    folded = here.encode().translate(_FOLD)
-    if _TEMP_SCAN.search(folded + b"/") and _TEMP_SCAN.search(folded + b" "):
-        return None, _TRUST_ALWAYS
-    return re.escape(folded), _TRUST_ASCII
-
-
-_TRUST_ALWAYS: Final = 0
-_TRUST_ASCII: Final = 1
-_TRUST_NEVER: Final = 2
 _TEMP_SCAN: Final = re.compile(rb"/t(?:mp|emp|[/ ])")
 """A temp root's end in folded bytes, tried at each slash (a string's end ``/T"`` reads ``/t ``)."""
 _TEMP_NAME: Final = b"$TMPDIR/"
 _TEMP_MARK: Final = re.compile(r"/t(?:mp|emp|/|$)|\$tmpdir/")
 """The same markers in lower-cased text: without one, the temp regexes cannot match."""
-_LOCAL_TEMP_TEXT_HINT, _TEMP_TRUST = _local_temp_hint()
-_LOCAL_TEMP_SCAN: Final = (
-    None if _LOCAL_TEMP_TEXT_HINT is None else re.compile(_LOCAL_TEMP_TEXT_HINT)
-)
 
 
 def _glob_to_bytes_regex(pattern: str) -> bytes:
@@ -293,7 +253,6 @@ class Normaliser:
             and not self.scrub_values
             and not globs
             and len(names) == len(exact) <= _NATIVE_MAX_KEYS
-            and _TEMP_TRUST == _TRUST_ALWAYS
         )
         set_(self, "_native_keys", tuple(names) if native else None)
         if not globs and names and len(names) == len(exact):
@@ -340,7 +299,7 @@ class Normaliser:
         """
         keys = self._native_keys
         if keys is not None:
-            done = _native_canonical(utf8, keys, _STANDARD_TEMP_ROOTS)
+            done = _native_canonical(utf8, keys)
             if done is not None:
                 return done[0], _EMPTY if done[1] else _PRESENT
         return self._canonical(text)
@@ -547,10 +506,6 @@ class Normaliser:
                 _FOLDS_TO_ASCII[0] in blob or _FOLDS_TO_ASCII[1] in blob
             ):
                 return True
-            if slash and _TEMP_TRUST != _TRUST_ALWAYS:
-                return True
-        elif slash and _TEMP_TRUST == _TRUST_NEVER:
-            return True
         folded = blob.translate(_FOLD)
         if (
             32 in blob
@@ -558,11 +513,7 @@ class Normaliser:
             and (b"  " in blob or b'" ' in blob or b' "' in blob)  # not an empty string
         ):
             return True
-        if slash and (
-            _TEMP_SCAN.search(folded)
-            or (36 in blob and _TEMP_NAME in blob)
-            or (_LOCAL_TEMP_SCAN is not None and _LOCAL_TEMP_SCAN.search(folded))
-        ):
+        if slash and (_TEMP_SCAN.search(folded) or (36 in blob and _TEMP_NAME in blob)):
             return True
         keys = self._keys
         if (
@@ -598,13 +549,10 @@ def _key_scan(names: list[bytes]) -> re.Pattern[bytes]:
 def _no_temp_dir(low: str) -> bool:
     """Whether lower-cased text with a slash is sure to hold no temp dir nor temp name.
 
-    Without ``/t`` (or the local temp dir) the temp steps never ran; without a
-    root's end (``/tmp``, ``/temp``, ``/t/``, a final ``/t``) or ``$tmpdir/``
-    they cannot match, but a local temp dir without those markers may still.
+    Without ``/t`` the temp steps never run; without a root's end (``/tmp``,
+    ``/temp``, ``/t/``, a final ``/t``) or ``$tmpdir/`` they cannot match.
     """
-    if "/t" not in low and _LOCAL_TEMP_TEXT not in low:
-        return True
-    return _TEMP_TRUST == _TRUST_ALWAYS and _TEMP_MARK.search(low) is None
+    return "/t" not in low or _TEMP_MARK.search(low) is None
 
 
 def _key_text(key: Any) -> str:
@@ -722,7 +670,6 @@ class Signer:
                 result,
                 status,
                 native_keys,
-                _STANDARD_TEMP_ROOTS,
                 self._calls,
                 self._results,
                 CACHE_ENTRIES,
@@ -743,9 +690,7 @@ class Signer:
             key = (tool, _key(raw))
             cached = calls.get(key)
             if cached is None:  # _call_signature, inline: this is every new payload's path
-                done = (
-                    None if native is None else _native_canonical(raw, native, _STANDARD_TEMP_ROOTS)
-                )
+                done = None if native is None else _native_canonical(raw, native)
                 if done is not None:
                     blob: bytes | None = done[0]
                     content = _EMPTY if done[1] else _PRESENT
@@ -771,9 +716,7 @@ class Signer:
             rkey = _key(raw)
             done_result = results.get(rkey)
             if done_result is None:  # _result_digest, inline
-                done = (
-                    None if native is None else _native_canonical(raw, native, _STANDARD_TEMP_ROOTS)
-                )
+                done = None if native is None else _native_canonical(raw, native)
                 if done is not None:
                     done_result = _hash(done[0]), _EMPTY if done[1] else _PRESENT
                 else:
