@@ -1,41 +1,39 @@
 /*
- * otel_stall.core._canon: the signer's fast path in one pass, in C.
+ * otel_stall.core._canon: the signer's compiled canonicaliser.
  *
  * canonical(raw, volatile) reads JSON text (UTF-8 bytes from str.encode) and
- * writes the bytes that the Python normaliser would hash for it: volatile
- * keys dropped, runs of whitespace in strings collapsed, keys sorted, compact.
- * It also says whether the value is structurally empty. It builds no Python
- * objects along the way, which is where the time goes in orjson.loads.
+ * writes the bytes that the Python reference (Normaliser in signing.py) hashes
+ * for it: volatile keys dropped at any depth, whitespace runs in strings
+ * collapsed, temp roots and temp names rewritten, keys sorted, compact. It also
+ * says whether the value is structurally empty. Why C: it builds no Python
+ * objects on the way, which is where the reference spends its time. Measured
+ * with callgrind on 1.2 KB payloads: a call signs in a tenth of the
+ * instructions it takes the Python reference.
  *
- * sign(...) is Signer.sign for JSON text arguments and result in one call:
- * the cache keys (xxh3_128 of the text), the look-ups, on a miss the pass above,
- * and the three xxh3_64 digests, with the hashes compiled in (xxHash, vendored).
+ * It is an accelerator, not a second definition: wherever the Python rules
+ * would do more than this file knows (a temp path in non-ASCII text, a \u
+ * escape, a non-ASCII space, a float that orjson writes with an exponent, a big
+ * integer, a duplicate key, deep nesting, text that is not JSON), it returns
+ * None and the caller takes the Python reference. The output depends on the
+ * payload alone: no locale, no clock, no host temp dir.
+ * tests/test_signature_native.py checks both against each other.
  *
- * Both are accelerators, not a second definition: whenever the Python rules
- * would do more than this file knows (a temp path in non-ASCII text, a \u escape,
- * a non-ASCII space, a float that orjson writes with an exponent, a big
- * integer, a duplicate key, deep nesting, text that is not JSON), they return
- * None and the caller takes the Python path. tests/test_signature_native.py
- * checks that both give the same bytes. The output depends on the payload
- * alone: no locale, no clock, no host temp dir.
+ * The file reads top-down: byte classes and temp-dir rewriting for strings,
+ * then one function per JSON value kind (string, object, array, number,
+ * literal), then the pass over a whole text and the Python entry point.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
-
-/* xxHash 0.8 (BSD-2), the version the xxhash wheel wraps, compiled in: the
- * hashes are the very ones xxhash.xxh3_64_hexdigest and xxh3_128_digest give. */
-#define XXH_INLINE_ALL
-#include "_vendor/xxhash/xxhash.h"
 
 #if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
 #include <emmintrin.h>
 #define HAVE_SSE2 1
 #endif
 
-#define MAX_DEPTH 128   /* deeper values take the Python path */
-#define MAX_VOLATILE 64 /* more volatile key names than this: Python path */
-#define MAX_NUMBER 64   /* longer number texts: Python path */
+#define MAX_DEPTH 128   /* deeper values take the Python reference */
+#define MAX_VOLATILE 64 /* more volatile key names than this: the Python reference */
+#define MAX_NUMBER 64   /* longer number texts: the Python reference */
 
 typedef enum { OK = 0, BAIL = 1, FAIL = -1 } Outcome;
 
@@ -356,9 +354,9 @@ substitute(const char *src, Py_ssize_t n, char *dst, Finder find, const char *wi
     return w;
 }
 
-/* Python's gate before each pass (_no_temp_dir): a "/t", and one of the
- * temp markers. Without both, the pass is skipped,
- * even for a "$TMPDIR/tmp..." name. */
+/* Python's gate before each pass (_may_hold_temp_dir): a "/t", and one of the
+ * temp markers. Without both, the pass changes nothing, even for a
+ * "$TMPDIR/pytest-of-..." name with no "/t" in it: part of the definition. */
 static int
 temp_gate(const char *s, Py_ssize_t n)
 {
@@ -373,7 +371,7 @@ temp_gate(const char *s, Py_ssize_t n)
 /* Rewrites the string content at out[at:at+*n] as Python's temp steps would,
  * repeated to a fixed point (at most MAX_TEXT_PASSES). BAIL where only the
  * Python rules know the answer: non-ASCII text (Unicode \w and case folds) or
- * an escaped quote. */
+ * a backslash (an escaped quote). */
 #define MAX_TEXT_PASSES 4
 static Outcome
 temp_rewrite(State *st, Py_ssize_t at, Py_ssize_t *n)
@@ -381,7 +379,7 @@ temp_rewrite(State *st, Py_ssize_t at, Py_ssize_t *n)
     Py_ssize_t len = *n;
     for (int pass = 0; pass < MAX_TEXT_PASSES; pass++) {
         if (!temp_gate(st->out + at, len)) {
-            break; /* Python's _no_temp_dir: this pass changes nothing */
+            break; /* Python's _may_hold_temp_dir: this pass changes nothing */
         }
         if (pass == 0) {
             const char *s = st->out + at;
@@ -905,7 +903,7 @@ is_digit(const unsigned char *p, const unsigned char *end)
 }
 
 /* A float that repr would write with an exponent or as inf: orjson's own
- * spelling differs, so the Python path writes it. Otherwise, its shortest repr. */
+ * spelling differs, so the Python reference writes it. Otherwise, its shortest repr. */
 static Outcome
 float_by_repr(State *st, const unsigned char *start, Py_ssize_t n, int *empty)
 {
@@ -1086,7 +1084,7 @@ value(State *st, int depth, int *empty)
     }
 }
 
-/* -- one pass, shared by canonical() and sign() -------------------------------- */
+/* -- one pass over a whole text, and the entry point ------------------------- */
 
 /* Points the buffers at the C stack and reads the volatile names (borrowed
  * from the caller's tuple, which outlives the call). BAIL: more names than
@@ -1127,13 +1125,11 @@ state_init(State *st, PyObject *volatile_names)
 }
 
 /* Canonical bytes of the JSON text raw[0:n] (raw[n] must be NUL), written to
- * st->out after its first ``keep`` bytes, which the caller has put there (the
- * signer's tool prefix: one hash over one buffer). The buffers stay for the
- * next run. */
+ * st->out. */
 static Outcome
-state_run(State *st, const char *raw, Py_ssize_t n, Py_ssize_t keep, int *empty)
+state_run(State *st, const char *raw, Py_ssize_t n, int *empty)
 {
-    st->len = keep;
+    st->len = 0;
     st->nmembers = 0;
     st->p = (const unsigned char *)raw;
     st->end = st->p + n;
@@ -1169,7 +1165,7 @@ PyDoc_STRVAR(canonical_doc,
              "canonical(raw, volatile, /)\n--\n\n"
              "Canonical bytes of the JSON text ``raw`` and whether it is empty, or None.\n\n"
              "``raw`` is UTF-8 from ``str.encode``; ``volatile`` is a tuple of lower-case\n"
-             "ASCII key names to drop. None means: take the Python path.");
+             "ASCII key names to drop. None means: take the Python reference.");
 
 static PyObject *
 canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -1187,7 +1183,7 @@ canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int empty = 1;
     Outcome r = state_init(&st, args[1]);
     if (r == OK) {
-        r = state_run(&st, PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), 0, &empty);
+        r = state_run(&st, PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), &empty);
     }
     PyObject *result = NULL;
     if (r == OK) {
@@ -1204,304 +1200,9 @@ canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
-/* -- sign(): the signer's text/text case in one call -------------------------- */
-
-/* xxh3_64_hexdigest: 16 lower-case hex digits, most significant first. */
-static PyObject *
-hex64(const char *data, Py_ssize_t n)
-{
-    static const char digits[] = "0123456789abcdef";
-    XXH64_hash_t h = XXH3_64bits(data, (size_t)n);
-    PyObject *text = PyUnicode_New(16, 127);
-    if (text == NULL) {
-        return NULL;
-    }
-    Py_UCS1 *d = PyUnicode_1BYTE_DATA(text);
-    for (int i = 15; i >= 0; i--, h >>= 4) {
-        d[i] = (Py_UCS1)digits[h & 15];
-    }
-    return text;
-}
-
-/* xxh3_128_digest: the 16-byte canonical (big-endian) form, the caches' key. */
-static PyObject *
-key128(const char *data, Py_ssize_t n)
-{
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits(data, (size_t)n));
-    return PyBytes_FromStringAndSize((const char *)c.digest, sizeof c.digest);
-}
-
-/* UTF-8 of the str ``s``, NUL-terminated. ASCII text is read in place. Other
- * text is encoded into a temporary bytes (*owner) as str.encode would:
- * PyUnicode_AsUTF8AndSize would keep that copy on the str for its whole life.
- * 1: done; 0: not strict UTF-8 (a lone surrogate), for the Python path; -1: error. */
-static int
-utf8_of(PyObject *s, const char **data, Py_ssize_t *n, PyObject **owner)
-{
-    *owner = NULL;
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(s) < 0) {
-        return -1;
-    }
-#endif
-    if (PyUnicode_IS_ASCII(s)) {
-        *data = PyUnicode_AsUTF8AndSize(s, n);
-        return *data != NULL ? 1 : -1;
-    }
-    *owner = PyUnicode_AsUTF8String(s);
-    if (*owner == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
-            PyErr_Clear();
-            return 0;
-        }
-        return -1;
-    }
-    *data = PyBytes_AS_STRING(*owner);
-    *n = PyBytes_GET_SIZE(*owner);
-    return 1;
-}
-
-/* A new reference to d[key], or NULL (1: found, 0: missing, -1: error). A
- * strong reference: with free threading another thread may clear the cache. */
-static int
-dict_get_ref(PyObject *d, PyObject *key, PyObject **value)
-{
-#if PY_VERSION_HEX >= 0x030D0000
-    return PyDict_GetItemRef(d, key, value);
-#else
-    *value = PyDict_GetItemWithError(d, key);
-    if (*value != NULL) {
-        Py_INCREF(*value);
-        return 1;
-    }
-    return PyErr_Occurred() ? -1 : 0;
-#endif
-}
-
-/* The signer's rule for a full cache: clear it, then add. */
-static int
-cache_put(PyObject *cache, PyObject *key, PyObject *value, Py_ssize_t limit)
-{
-    if (PyDict_GET_SIZE(cache) >= limit) {
-        PyDict_Clear(cache);
-    }
-    return PyDict_SetItem(cache, key, value);
-}
-
-/* A cached (digest, content) pair as the signer writes it: a tuple of two
- * whose digest is a str. Anything else (a None digest: content the Python
- * path could not fingerprint) is for the Python path. */
-static int
-cached_pair(PyObject *pair)
-{
-    return PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2 &&
-           PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0));
-}
-
-/* The (digest, content) pair cached under ``key``, in ``*pair`` (a new
- * reference, set even when what follows fails); BAIL for a cached entry that
- * is not a pair of ours. On a miss: run the pass on ``text``, after ``tool``
- * and a 0x1f when one is given (the call signature's input, in one buffer),
- * hash the whole output and cache the new pair. */
-static Outcome
-cached_or_signed(State *st, const char *tool, Py_ssize_t tool_n, const char *text, Py_ssize_t n,
-                 PyObject *cache, PyObject *key, Py_ssize_t limit, PyObject *present,
-                 PyObject *empty_content, PyObject **pair)
-{
-    int found = dict_get_ref(cache, key, pair);
-    if (found != 0) {
-        return found < 0 ? FAIL : cached_pair(*pair) ? OK : BAIL;
-    }
-    Py_ssize_t keep = 0;
-    if (tool != NULL) {
-        st->len = 0;
-        if (reserve(st, tool_n + 1) != OK) {
-            return FAIL;
-        }
-        memcpy(st->out, tool, (size_t)tool_n);
-        st->out[tool_n] = '\x1f';
-        keep = tool_n + 1;
-    }
-    int empty;
-    Outcome r = state_run(st, text, n, keep, &empty);
-    if (r != OK) {
-        return r;
-    }
-    PyObject *digest = hex64(st->out, st->len);
-    if (digest == NULL) {
-        return FAIL;
-    }
-    *pair = PyTuple_Pack(2, digest, empty ? empty_content : present);
-    Py_DECREF(digest);
-    if (*pair != NULL) {
-        /* Untracked by the cyclic GC, as the ledger's rows are (see build()): a
-         * fresh str and a Content member (an enum member, kept by its class)
-         * can be in no garbage cycle. Kept tracked, the thousands of pairs a
-         * busy signer holds are traversed by every collection: measured, a
-         * fifth of a new call's cost. */
-        PyObject_GC_UnTrack(*pair);
-    }
-    if (*pair == NULL || cache_put(cache, key, *pair, limit) < 0) {
-        return FAIL;
-    }
-    return OK;
-}
-
-enum { TOOL, ARGUMENTS, RESULT, STATUS, VOLATILE, CALLS, RESULTS, LIMIT, PRESENT, EMPTY,
-       STATUS_TYPE, SIGN_NARGS };
-
-PyDoc_STRVAR(sign_doc,
-             "sign(tool, arguments, result, status, volatile, calls, results,\n"
-             "     limit, present, empty, status_type, /)\n--\n\n"
-             "Signer.sign for JSON text arguments and result, or None.\n\n"
-             "Returns (call_signature, result_digest, signature, arguments content,\n"
-             "result content), reading and filling the signer's two caches as the\n"
-             "Python path does. None means: take the Python path; nothing is left\n"
-             "half done but cache entries that path would write the same. The\n"
-             "entries it writes are untracked by the cyclic GC: ``present`` and\n"
-             "``empty`` must never refer back to a cache (Content's members do not).");
-
-static PyObject *
-sign(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)module;
-    if (nargs != SIGN_NARGS) {
-        PyErr_SetString(PyExc_TypeError, "sign() takes exactly 11 arguments");
-        return NULL;
-    }
-    PyObject *tool = args[TOOL], *arguments = args[ARGUMENTS], *result = args[RESULT];
-    PyObject *status = args[STATUS], *calls = args[CALLS], *results = args[RESULTS];
-    if (!PyDict_CheckExact(calls) || !PyDict_CheckExact(results) ||
-        !PyType_Check(args[STATUS_TYPE])) {
-        PyErr_SetString(PyExc_TypeError, "sign() takes two dicts as caches and a status type");
-        return NULL;
-    }
-    Py_ssize_t limit = PyLong_AsSsize_t(args[LIMIT]);
-    if (limit == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    /* Only what the Python path reads as plain text: a str subclass may encode
-     * or hash its own way, and a status other than a str or Status is str()-ed
-     * there (a str enum's str() is not its value). */
-    if (!PyUnicode_CheckExact(tool) || !PyUnicode_CheckExact(arguments) ||
-        !PyUnicode_CheckExact(result) || !PyUnicode_Check(status) ||
-        !(PyUnicode_CheckExact(status) ||
-          PyObject_TypeCheck(status, (PyTypeObject *)args[STATUS_TYPE]))) {
-        Py_RETURN_NONE;
-    }
-
-    PyObject *owners[4] = {NULL, NULL, NULL, NULL};
-    PyObject *key = NULL, *rkey = NULL, *call = NULL, *done = NULL, *out = NULL;
-    const char *tool8, *args8, *result8, *status8;
-    Py_ssize_t tool_n, args_n, result_n, status_n;
-    State st;
-    int ok;
-    Outcome r = state_init(&st, args[VOLATILE]);
-    if (r != OK) {
-        goto finish;
-    }
-    /* Every text first: one that is not strict UTF-8 hands the call over
-     * before anything is written. */
-    if ((ok = utf8_of(tool, &tool8, &tool_n, &owners[0])) != 1 ||
-        (ok = utf8_of(arguments, &args8, &args_n, &owners[1])) != 1 ||
-        (ok = utf8_of(result, &result8, &result_n, &owners[2])) != 1 ||
-        (ok = utf8_of(status, &status8, &status_n, &owners[3])) != 1) {
-        r = ok == 0 ? BAIL : FAIL;
-        goto finish;
-    }
-
-    /* (tool, arguments): cached under (tool, xxh3_128 of the text). */
-    PyObject *digest = key128(args8, args_n);
-    if (digest == NULL) {
-        r = FAIL;
-        goto finish;
-    }
-    key = PyTuple_Pack(2, tool, digest);
-    Py_DECREF(digest);
-    if (key != NULL) {
-        /* An exact str and bytes: what the collector would find and untrack at
-         * its first pass over the tuple, done now, before it is counted. */
-        PyObject_GC_UnTrack(key);
-    }
-    if (key == NULL) {
-        r = FAIL;
-        goto finish;
-    }
-    r = cached_or_signed(&st, tool8, tool_n, args8, args_n, calls, key, limit, args[PRESENT],
-                         args[EMPTY], &call);
-    if (r != OK) {
-        goto finish;
-    }
-
-    /* The result: cached under xxh3_128 of its text alone. */
-    rkey = key128(result8, result_n);
-    if (rkey == NULL) {
-        r = FAIL;
-        goto finish;
-    }
-    r = cached_or_signed(&st, NULL, 0, result8, result_n, results, rkey, limit, args[PRESENT],
-                         args[EMPTY], &done);
-    if (r != OK) {
-        goto finish;
-    }
-
-    /* call_signature 0x1f result_digest 0x1f status, in the pass's buffer. */
-    PyObject *call_signature = PyTuple_GET_ITEM(call, 0);
-    PyObject *result_digest = PyTuple_GET_ITEM(done, 0);
-    Py_ssize_t call_n, digest_n;
-    const char *call8 = PyUnicode_AsUTF8AndSize(call_signature, &call_n);
-    const char *digest8 = call8 == NULL ? NULL : PyUnicode_AsUTF8AndSize(result_digest, &digest_n);
-    if (digest8 == NULL) {
-        PyErr_Clear(); /* not the signer's hex digits: the Python path knows what to do */
-        r = BAIL;
-        goto finish;
-    }
-    st.len = 0;
-    if (reserve(&st, call_n + digest_n + status_n + 2) != OK) {
-        r = FAIL;
-        goto finish;
-    }
-    memcpy(st.out, call8, (size_t)call_n);
-    st.out[call_n] = '\x1f';
-    memcpy(st.out + call_n + 1, digest8, (size_t)digest_n);
-    st.out[call_n + 1 + digest_n] = '\x1f';
-    memcpy(st.out + call_n + digest_n + 2, status8, (size_t)status_n);
-    PyObject *signature = hex64(st.out, call_n + digest_n + status_n + 2);
-    if (signature == NULL) {
-        r = FAIL;
-        goto finish;
-    }
-    out = PyTuple_New(5);
-    if (out == NULL) {
-        Py_DECREF(signature);
-        r = FAIL;
-        goto finish;
-    }
-    PyTuple_SET_ITEM(out, 0, Py_NewRef(call_signature));
-    PyTuple_SET_ITEM(out, 1, Py_NewRef(result_digest));
-    PyTuple_SET_ITEM(out, 2, signature);
-    PyTuple_SET_ITEM(out, 3, Py_NewRef(PyTuple_GET_ITEM(call, 1)));
-    PyTuple_SET_ITEM(out, 4, Py_NewRef(PyTuple_GET_ITEM(done, 1)));
-
-finish:
-    state_free(&st);
-    for (int i = 0; i < 4; i++) {
-        Py_XDECREF(owners[i]);
-    }
-    Py_XDECREF(key);
-    Py_XDECREF(rkey);
-    Py_XDECREF(call);
-    Py_XDECREF(done);
-    if (r == BAIL) {
-        Py_RETURN_NONE;
-    }
-    return out; /* NULL with the error set when r is FAIL */
-}
 
 static PyMethodDef methods[] = {
     {"canonical", (PyCFunction)(void (*)(void))canonical, METH_FASTCALL, canonical_doc},
-    {"sign", (PyCFunction)(void (*)(void))sign, METH_FASTCALL, sign_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1518,7 +1219,7 @@ static PyModuleDef_Slot slots[] = {
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "otel_stall.core._canon",
-    .m_doc = "The signer's fast path: JSON text to canonical bytes and digests in one pass.",
+    .m_doc = "The signer's compiled canonicaliser: JSON text to canonical bytes in one pass.",
     .m_size = 0,
     .m_methods = methods,
     .m_slots = slots,
