@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from otel_stall.core.config import env_field, parse_names, resolve
-from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall, record_builder
+from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall
 from otel_stall.semconv import (
     ADKAttributes as ADK,
 )
@@ -40,8 +40,6 @@ from otel_stall.semconv import (
 from otel_stall.semconv import (
     TraceloopAttributes as TL,
 )
-
-_new_tool_call: Final = record_builder(ToolCall)
 
 STATUS_UNSET: Final = 0
 STATUS_OK: Final = 1
@@ -311,7 +309,7 @@ class Conventions:
             if result is None:
                 result = _first(attrs, _RESULT_KEYS)
         call_id = get(GenAI.TOOL_CALL_ID)
-        return _new_tool_call(
+        return ToolCall(
             tool or _name_from_span(name),
             arguments,
             result,

@@ -64,7 +64,6 @@ from otel_stall.core.records import (
     Status,
     ToolCall,
     Verdict,
-    record_builder,
 )
 from otel_stall.core.signing import Content, Digests
 
@@ -113,12 +112,12 @@ class _ToolInfo(NamedTuple):
     break_at: int
 
 
-# Records built on the hot path with every field known: see record_builder.
-_new_row: Final = record_builder(LedgerRow, leaves=(Status, Action))
-_new_finding: Final = record_builder(Finding, leaves=(Kind, Action))
-_new_observation: Final = record_builder(Observation)
-_new_report: Final = record_builder(RunReport)
-_new_round: Final = record_builder(_Round)
+# Records built on the hot path.
+_new_row: Final = LedgerRow
+_new_finding: Final = Finding
+_new_observation: Final = Observation
+_new_report: Final = RunReport
+_new_round: Final = _Round
 _SEVERITY: Final = ACTION_SEVERITY
 _VERDICT_OF: Final = {action: Verdict.of(action) for action in Action}
 """``Verdict.of`` as a lookup: it runs once per finding."""
