@@ -103,9 +103,12 @@ class Content(str, enum.Enum):
         return self is Content.PRESENT or self is Content.EMPTY
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Digests:
-    """The three hashes of one call, and what was known about its payloads."""
+    """The three hashes of one call, and what was known about its payloads.
+
+    Not frozen, as the per-call records are not (see :mod:`otel_stall.core.records`).
+    """
 
     call_signature: str
     result_digest: str | None
