@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from otlp_sink import OtlpSink
 
 from otel_stall.core.records import ModelCall, ToolCall
 from otel_stall.offline.jsonl import load_events
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+# Hypothesis profiles. `ci` (with CI=true, as .ci/run sets): the same examples on every run and
+# every machine (derandomized), a fixed modest budget, no example database left in the clone.
+# `dev` (otherwise): fresh random examples each run, failures remembered in .hypothesis/.
+# Neither has a deadline or the too_slow health check: on a shared, noisy machine a timing must
+# not decide pass or fail. A test's own @settings(max_examples=...) wins over either profile.
+# `pytest --hypothesis-profile=NAME` picks one explicitly.
+settings.register_profile(
+    "ci",
+    max_examples=50,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "dev", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
 
 
 @pytest.fixture
