@@ -368,6 +368,7 @@ class _Marker:
     """A weakly referenceable object to tell whether a cycle was collected."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", CLASSES)
 def test_builds_survive_interleaved_collections(cls: type[Any], canon: ModuleType) -> None:
     """100k compiled builds holding tracked containers stay intact through collections between."""
@@ -630,6 +631,7 @@ def test_cycle_through_a_constructor_is_collected(native: bool) -> None:
     assert dead() is None
 
 
+@pytest.mark.slow
 def test_constructor_builds_survive_interleaved_collections() -> None:
     """Keyword builds holding tracked containers stay intact through collections between."""
     threshold = gc.get_threshold()
@@ -843,6 +845,7 @@ def test_untracked_record_releases_its_values(canon: ModuleType, constructor: bo
     assert (sys.getrefcount(text), sys.getrefcount(number)) == before
 
 
+@pytest.mark.slow
 def test_untracked_builds_survive_interleaved_collections(canon: ModuleType) -> None:
     """Untracked and tracked builds mixed, with collections between, stay intact."""
     build = _leaf_builder(canon, False)

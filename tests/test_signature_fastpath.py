@@ -83,6 +83,7 @@ def walked(normaliser: Normaliser, value: Any) -> tuple[bytes, Content]:
     return orjson.dumps(done, option=SORT), Content.EMPTY if is_empty(done) else Content.PRESENT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normaliser", NORMALISERS)
 @PROPERTY
 @given(value=JSON)

@@ -220,6 +220,7 @@ def canon() -> ModuleType:
 # -- random values -------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("volatile", VOLATILE_SETTINGS)
 @PROPERTY
 @given(value=JSON)
@@ -643,6 +644,7 @@ def test_many_members_agree(value: Any) -> None:
 # -- the signer ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("volatile", VOLATILE_SETTINGS)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(arguments=JSON, result=JSON, status=st.sampled_from(["ok", "error"]))
@@ -785,6 +787,7 @@ def test_sign_rejects_a_lone_surrogate_status_on_both_paths(status: str) -> None
             Signer(normaliser).sign("tool", CLEAN_ARGUMENTS, CLEAN_RESULT, status)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("volatile", VOLATILE_SETTINGS)
 @PROPERTY
 @given(
