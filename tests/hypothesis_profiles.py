@@ -1,10 +1,15 @@
-"""Hypothesis profiles for the property tests; ``HYPOTHESIS_PROFILE`` picks one.
+"""Hypothesis profiles for the property tests; chosen once for every test module.
 
 ``ci``: a fixed number of examples, derandomised (the same examples on every
 run, no example database), so CI is reproducible and its time bounded. Tests
 that should follow the profile leave ``max_examples`` out of their own
-``@settings``. Imported by the property-test modules; importing it from
-``tests/conftest.py`` as well makes the choice apply to every test module.
+``@settings``. ``dev``: fresh random examples each run, failures remembered in
+``.hypothesis/``. Neither has a deadline: on a shared, noisy machine a timing
+must not decide pass or fail.
+
+The profile is ``HYPOTHESIS_PROFILE`` if set, else ``ci`` when ``CI=true`` (as
+``.ci/run`` sets), else ``dev``. ``tests/conftest.py`` imports this module, so
+the choice applies to every test module.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from hypothesis import HealthCheck, settings
 
 settings.register_profile(
     "ci",
-    max_examples=200,
+    max_examples=100,
     derandomize=True,
     database=None,
     deadline=None,
@@ -25,8 +30,8 @@ settings.register_profile(
 settings.register_profile(
     "dev", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-if os.environ.get("HYPOTHESIS_PROFILE"):
-    settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
+_DEFAULT = "ci" if os.environ.get("CI", "").lower() == "true" else "dev"
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or _DEFAULT)
 
 PROPERTY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 """For property tests: no deadline on a shared machine; examples as the profile says."""

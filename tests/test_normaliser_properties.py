@@ -112,6 +112,7 @@ def test_normalise_is_idempotent(normaliser: Normaliser, value: Any) -> None:
     assert normaliser.normalise(once) == once
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normaliser", NORMALISERS)
 @PROPERTY
 @given(value=CONTAINERS, indent=st.sampled_from([None, 1, 4]))
@@ -122,6 +123,7 @@ def test_json_text_equals_value(normaliser: Normaliser, value: Any, indent: int 
     assert normaliser.canonical(text.encode()) == normaliser.canonical(value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normaliser", NORMALISERS)
 @PROPERTY
 @given(value=CONTAINERS)
@@ -164,6 +166,7 @@ def test_nesting_within_the_limit_is_fingerprinted() -> None:
     assert b"leaf" in blob
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "text",
     [
