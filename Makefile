@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test lint typecheck unit bench clean
 
-$(VENV)/.installed: pyproject.toml setup.py otel_stall/core/_canon.c otel_stall/core/_vendor/xxhash/xxhash.h
+$(VENV)/.installed: pyproject.toml setup.py otel_stall/core/_canon.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
