@@ -3,12 +3,16 @@
 It stands in for the upstream collector on loopback. It counts every span,
 keeps each span's ``stall.*`` attributes and event names (not whole spans,
 so 200k spans stay small), and can be stopped and started again on the same
-port to play an upstream outage.
+port to play an upstream outage. Like a real collector it can refuse messages
+over a size limit (``max_message``: gRPC RESOURCE_EXHAUSTED, from grpcio
+itself), refuse a request holding a span with malformed ids (``validate_ids``:
+INVALID_ARGUMENT, as the collector's decoder does), and answer slowly (``delay``).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,10 +48,24 @@ class SinkSpan:
 class OtlpSink:
     """An OTLP/gRPC receiver on loopback; ``port=0`` picks a free port once, then keeps it."""
 
-    def __init__(self, port: int = 0, *, keep: bool = True, workers: int = 4) -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        *,
+        keep: bool = True,
+        workers: int = 4,
+        max_message: int = 64 << 20,
+        validate_ids: bool = False,
+        delay: float = 0.0,
+    ) -> None:
         self.port = port
         self.keep = keep
         self._workers = workers
+        self.max_message = max_message
+        self.validate_ids = validate_ids
+        self.delay = delay
+        self.refused = 0
+        """Requests refused for malformed ids."""
         self._lock = threading.Lock()
         self._server: Any = None
         self.count = 0
@@ -65,7 +83,10 @@ class OtlpSink:
         """Listen (again) on the same port."""
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self._workers),
-            options=[("grpc.max_receive_message_length", 64 << 20), ("grpc.so_reuseport", 0)],
+            options=[
+                ("grpc.max_receive_message_length", self.max_message),
+                ("grpc.so_reuseport", 0),
+            ],
         )
         handler = grpc.method_handlers_generic_handler(
             _SERVICE,
@@ -98,6 +119,12 @@ class OtlpSink:
 
     def _export(self, body: bytes, context: grpc.ServicerContext) -> bytes:
         request = ExportTraceServiceRequest.FromString(body)
+        if self.delay:
+            time.sleep(self.delay)
+        if self.validate_ids and not _ids_valid(request):
+            with self._lock:
+                self.refused += 1
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid trace or span id length")
         kept: list[SinkSpan] = []
         count = 0
         for rs in request.resource_spans:
@@ -129,3 +156,12 @@ class OtlpSink:
                     self.duplicates += 1
                 self.spans[item.span_id] = item
         return _RESPONSE
+
+
+def _ids_valid(request: Any) -> bool:
+    return all(
+        len(span.trace_id) == 16 and len(span.span_id) == 8 and len(span.parent_span_id) in (0, 8)
+        for rs in request.resource_spans
+        for ss in rs.scope_spans
+        for span in ss.spans
+    )

@@ -172,7 +172,9 @@ def test_sigterm_flushes_held_traces(tmp_path: Path, sink: OtlpSink) -> None:
         held = [s for s in looping if s.parent is not None]
         assert wait_until(lambda: export(f"127.0.0.1:{port}", held[:1]) == 1, 30)
         assert export(f"127.0.0.1:{port}", held[1:]) == len(held) - 1
-        assert sink.count == 0
+        # Plain and model spans go on at once (nothing is ever added to them);
+        # the tool spans wait with their trace.
+        assert not [s for s in sink.spans.values() if s.name.startswith("execute_tool")]
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
     finally:

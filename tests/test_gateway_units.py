@@ -16,7 +16,7 @@ from test_gateway_support import agent_spans, export, parse_prometheus, wait_unt
 from otel_stall.cli import build_parser as cli_parser
 from otel_stall.core.config import ConfigError
 from otel_stall.gateway import Gateway, GatewayConfig
-from otel_stall.gateway.buffer import Held, TraceBuffer
+from otel_stall.gateway.buffer import TOOL, TRACE_BYTES, Entry, Group, TraceBuffer
 from otel_stall.gateway.flags import build_parser, config_from_args
 from otel_stall.gateway.prometheus import render
 from otel_stall.offline.replay import replay
@@ -66,8 +66,10 @@ def test_trace_without_root_is_flushed_after_decision_wait(sink: OtlpSink) -> No
     assert "break" in actions
 
 
-def held(size: int = 10) -> Held:
-    return Held(span=None, resource_spans=None, scope_spans=None, size=size)
+def group(spans: int = 1, *, root: bool = False, size: int = 10) -> Group:
+    """A request's spans of one trace, as held entries of ``size`` bytes each."""
+    entries = [Entry(TOOL, bytes(8), bytes(8), 0, 0) for _ in range(spans)]
+    return Group(entries=entries, spans=spans, has_root=root, size=size * spans)
 
 
 class Clock:
@@ -84,31 +86,31 @@ def test_buffer_holds_until_root_or_decision_wait() -> None:
     buffer = TraceBuffer(
         decision_wait=5, max_traces=10, max_spans=100, max_bytes=10_000, clock=clock
     )
-    intake = buffer.add({b"a": ([held(), held()], False), b"b": ([held()], False)})
+    intake = buffer.add({b"a": group(2), b"b": group(1)})
     assert (intake.ready, intake.overflow, intake.late) == ([], [], [])
-    assert (buffer.traces, buffer.spans, buffer.size) == (2, 3, 30)
+    assert (buffer.traces, buffer.spans, buffer.size) == (2, 3, 30 + 2 * TRACE_BYTES)
     clock.now = 2
-    intake = buffer.add({b"b": ([held()], True)})
-    assert [(trace_id, len(spans)) for trace_id, spans in intake.ready] == [(b"b", 2)]
+    intake = buffer.add({b"b": group(1, root=True)})
+    assert [(r.trace_id, len(r.entries)) for r in intake.ready] == [(b"b", 2)]
     assert buffer.expired() == []
     clock.now = 5
-    assert [trace_id for trace_id, _ in buffer.expired()] == [b"a"]
+    assert [r.trace_id for r in buffer.expired()] == [b"a"]
     assert (buffer.traces, buffer.spans, buffer.size) == (0, 0, 0)
 
 
 def test_buffer_sends_late_spans_and_overflow_on_unenriched() -> None:
     """Spans of decided traces come back as late; spans that do not fit come back as overflow."""
     buffer = TraceBuffer(decision_wait=5, max_traces=2, max_spans=4, max_bytes=10_000)
-    buffer.add({b"done": ([held()], True)})
-    intake = buffer.add({b"done": ([held()], False)})
+    buffer.add({b"done": group(1, root=True)})
+    intake = buffer.add({b"done": group(1)})
     assert len(intake.late) == 1
-    intake = buffer.add({b"x": ([held()] * 3, False), b"y": ([held()] * 2, False)})
-    assert len(intake.overflow) == 2
-    intake = buffer.add({b"z": ([held()], False), b"w": ([held()], False)})
-    assert len(intake.overflow) == 1
+    intake = buffer.add({b"x": group(3), b"y": group(2)})
+    assert [g.spans for g in intake.overflow] == [2]
+    intake = buffer.add({b"z": group(1), b"w": group(1)})
+    assert [g.spans for g in intake.overflow] == [1]
     assert (buffer.traces, buffer.spans) == (2, 4)
-    tight = TraceBuffer(decision_wait=5, max_traces=5, max_spans=100, max_bytes=25)
-    assert len(tight.add({b"big": ([held(20), held(20)], False)}).overflow) == 2
+    tight = TraceBuffer(decision_wait=5, max_traces=5, max_spans=100, max_bytes=TRACE_BYTES + 25)
+    assert [g.spans for g in tight.add({b"big": group(2, size=20)}).overflow] == [2]
 
 
 def test_settings_come_from_flags_then_environment() -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "GatewayConfig",
     "parse_address",
     "parse_duration",
+    "parse_size",
 ]
 
 DEFAULT_GRPC = "127.0.0.1:4317"
@@ -57,8 +58,37 @@ def parse_duration(text: str) -> float:
     return float(text)
 
 
+_SIZES = (
+    ("kib", 1 << 10), ("mib", 1 << 20), ("gib", 1 << 30),
+    ("kb", 1000), ("mb", 1000**2), ("gb", 1000**3), ("k", 1 << 10), ("m", 1 << 20),
+    ("g", 1 << 30), ("b", 1),
+)  # fmt: skip
+
+
+def parse_size(text: str) -> int:
+    """Bytes, as ``4194304``, ``4MiB``, ``512KiB``, ``4MB`` or ``4m``."""
+    text = text.strip().lower().replace(" ", "")
+    for suffix, scale in _SIZES:
+        if text.endswith(suffix) and text[: -len(suffix)]:
+            return int(float(text[: -len(suffix)]) * scale)
+    return int(text)
+
+
 def _optional_text(text: str) -> str | None:
     return text.strip() or None
+
+
+def _token(text: str) -> str:
+    """A bearer token as given: an empty one is kept, so that it is refused, never ignored."""
+    return text.strip()
+
+
+def _read_token(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read().strip()
+    except OSError as exc:
+        raise ConfigError(f"bearer_token_file: cannot read {path!r}: {exc.strerror}") from None
 
 
 @dataclass(frozen=True)
@@ -90,10 +120,19 @@ class GatewayConfig:
     """Traces held at once; beyond it new traces pass un-enriched."""
     max_spans: int = env_field(500_000, "GATEWAY_MAX_SPANS", parse_int, "a whole number")
     """Spans held at once across traces."""
-    max_bytes: int = env_field(256 << 20, "GATEWAY_MAX_BYTES", parse_int, "a number of bytes")
+    max_bytes: int = env_field(256 << 20, "GATEWAY_MAX_BYTES", parse_size, "a number of bytes")
     """Encoded span bytes held at once across traces."""
     queue_spans: int = env_field(200_000, "GATEWAY_QUEUE_SPANS", parse_int, "a whole number")
     """Spans waiting for the upstream; beyond it batches are dropped and counted."""
+    queue_bytes: int = env_field(128 << 20, "GATEWAY_QUEUE_BYTES", parse_size, "a number of bytes")
+    """Bytes waiting for the upstream; beyond it batches are dropped and counted."""
+    upstream_max_bytes: int = env_field(
+        4 << 20, "GATEWAY_UPSTREAM_MAX_BYTES", parse_size, "a number of bytes"
+    )
+    """Largest message sent upstream (the collector's default receive limit is 4 MiB).
+
+    Batches are packed below it; a span larger on its own is dropped and counted.
+    """
     export_timeout: float = env_field(10.0, "GATEWAY_EXPORT_TIMEOUT", parse_duration, "e.g. 10s")
     """Timeout of one upstream export call."""
     retry_initial: float = env_field(0.2, "GATEWAY_RETRY_INITIAL", parse_duration, "e.g. 200ms")
@@ -105,21 +144,31 @@ class GatewayConfig:
     )
     """On SIGTERM, how long to keep trying to deliver what is held."""
     batch_spans: int = env_field(2048, "GATEWAY_BATCH_SPANS", parse_int, "a whole number")
-    """Spans per upstream request, at most (whole flushes are never split)."""
+    """Spans per merged upstream request, at most (one request's spans are not split for it)."""
+    health_retries: int = env_field(3, "GATEWAY_HEALTH_RETRIES", parse_int, "a whole number")
+    """``/healthz`` fails once the oldest queued batch is older than export timeout x this."""
     max_request_bytes: int = env_field(
-        16 << 20, "GATEWAY_MAX_REQUEST_BYTES", parse_int, "a number of bytes"
+        16 << 20, "GATEWAY_MAX_REQUEST_BYTES", parse_size, "a number of bytes"
     )
     """Largest accepted request, after decompression; larger ones get an OTLP error."""
-    bearer_token: str | None = env_field(
-        None, "GATEWAY_BEARER_TOKEN", _optional_text, "a token string"
+    bearer_token: str | None = env_field(None, "GATEWAY_BEARER_TOKEN", _token, "a token string")
+    """When set, requests must carry ``Authorization: Bearer <token>``; empty is an error."""
+    bearer_token_file: str | None = env_field(
+        None, "GATEWAY_BEARER_TOKEN_FILE", _optional_text, "a file holding the token"
     )
-    """When set, requests must carry ``Authorization: Bearer <token>``."""
+    """Read the token from this file (it stays out of ``ps``); empty is an error."""
     tls_cert: str | None = env_field(None, "GATEWAY_TLS_CERT", _optional_text, "a PEM file")
     """Serve both receivers over TLS with this certificate chain (needs ``tls_key``)."""
     tls_key: str | None = env_field(None, "GATEWAY_TLS_KEY", _optional_text, "a PEM file")
     """Private key for ``tls_cert``."""
     workers: int = env_field(8, "GATEWAY_WORKERS", parse_int, "a whole number")
-    """gRPC server threads."""
+    """gRPC server threads, and threads handling complete HTTP requests."""
+    http_connections: int = env_field(256, "GATEWAY_HTTP_CONNECTIONS", parse_int, "a whole number")
+    """Open HTTP connections at most; past it a new connection gets 503 and is closed."""
+    header_timeout: float = env_field(10.0, "GATEWAY_HEADER_TIMEOUT", parse_duration, "e.g. 10s")
+    """Longest wait for a TLS handshake, and then for a request's headers, on a connection."""
+    body_timeout: float = env_field(60.0, "GATEWAY_BODY_TIMEOUT", parse_duration, "e.g. 60s")
+    """Longest wait for a whole request body once its headers are in."""
     flush_interval: float = env_field(0.1, "GATEWAY_FLUSH_INTERVAL", parse_float, "seconds")
     """How often held traces are checked against ``decision_wait``."""
 
@@ -130,8 +179,12 @@ class GatewayConfig:
             except ValueError as exc:
                 raise ConfigError(f"{name}: {exc}; use HOST:PORT or off") from None
         check(self.decision_wait > 0, "decision_wait", "must be above 0 seconds")
-        for name in ("max_traces", "max_spans", "max_bytes", "queue_spans", "batch_spans"):
+        for name in (
+            "max_traces", "max_spans", "max_bytes", "queue_spans", "queue_bytes", "batch_spans",
+            "health_retries", "http_connections", "header_timeout", "body_timeout",
+        ):  # fmt: skip
             check(getattr(self, name) > 0, name, "must be above 0")
+        check(self.upstream_max_bytes >= 1024, "upstream_max_bytes", "must be at least 1024")
         check(self.max_request_bytes >= 1024, "max_request_bytes", "must be at least 1024")
         check(self.workers >= 1, "workers", "must be at least 1")
         check(
@@ -142,6 +195,25 @@ class GatewayConfig:
             "tls_cert",
             "TLS needs both tls_cert and tls_key",
         )
+        self._resolve_token()
+
+    def _resolve_token(self) -> None:
+        """An empty token would accept ``Bearer `` with nothing after it: refuse to start."""
+        if self.bearer_token_file is not None:
+            check(
+                self.bearer_token is None,
+                "bearer_token",
+                "give bearer_token or bearer_token_file, not both",
+            )
+            object.__setattr__(self, "bearer_token", _read_token(self.bearer_token_file))
+            check(bool(self.bearer_token), "bearer_token_file", "the file holds no token")
+        if self.bearer_token is not None:
+            object.__setattr__(self, "bearer_token", self.bearer_token.strip())
+            check(
+                bool(self.bearer_token),
+                "bearer_token",
+                "is empty: set a token, or unset it to turn authentication off",
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> GatewayConfig:

@@ -14,6 +14,7 @@ from otel_stall.gateway.config import (
     DEFAULT_METRICS,
     GatewayConfig,
     parse_duration,
+    parse_size,
 )
 
 __all__ = ["add_arguments", "build_parser", "config_from_args"]
@@ -35,9 +36,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bind the listeners not given explicitly on 0.0.0.0 (containers)",
     )
     listen.add_argument("--bearer-token", help="require 'Authorization: Bearer TOKEN'")
+    listen.add_argument(
+        "--bearer-token-file",
+        metavar="PATH",
+        help="read the bearer token from a file (keeps it out of ps)",
+    )
     listen.add_argument("--tls-cert", metavar="PEM", help="serve TLS with this certificate chain")
     listen.add_argument("--tls-key", metavar="PEM", help="private key for --tls-cert")
-    listen.add_argument("--max-request-bytes", type=int, help="largest request (default 16 MiB)")
+    listen.add_argument(
+        "--max-request-bytes",
+        type=parse_size,
+        metavar="SIZE",
+        help="largest request (default 16MiB)",
+    )
+    listen.add_argument(
+        "--http-connections",
+        type=int,
+        metavar="N",
+        help="open HTTP connections at most; past it, 503 (default 256)",
+    )
+    listen.add_argument(
+        "--header-timeout",
+        type=parse_duration,
+        metavar="DURATION",
+        help="longest wait for a TLS handshake and for request headers (default 10s)",
+    )
 
     up = parser.add_argument_group("upstream")
     up.add_argument(
@@ -47,6 +70,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     up.add_argument("--upstream-tls", action="store_true", help="use TLS for a gRPC upstream")
     up.add_argument("--queue-spans", type=int, help="upstream queue bound, in spans")
+    up.add_argument(
+        "--queue-bytes",
+        type=parse_size,
+        metavar="SIZE",
+        help="upstream queue bound (default 128MiB)",
+    )
+    up.add_argument(
+        "--upstream-max-bytes",
+        type=parse_size,
+        metavar="SIZE",
+        help="largest message sent upstream; batches are split below it (default 4MiB)",
+    )
     up.add_argument("--export-timeout", type=parse_duration, metavar="DURATION")
     up.add_argument("--shutdown-timeout", type=parse_duration, metavar="DURATION")
 
@@ -59,7 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     buf.add_argument("--max-traces", type=int)
     buf.add_argument("--max-spans", type=int)
-    buf.add_argument("--max-bytes", type=int)
+    buf.add_argument(
+        "--max-bytes", type=parse_size, metavar="SIZE", help="bytes held across traces"
+    )
     buf.add_argument(
         "--no-detect",
         dest="detect",
@@ -81,8 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _FLAG_SETTINGS = (
-    "grpc", "http", "metrics", "upstream", "bearer_token", "tls_cert", "tls_key",
-    "max_request_bytes", "queue_spans", "export_timeout", "shutdown_timeout",
+    "grpc", "http", "metrics", "upstream", "bearer_token", "bearer_token_file", "tls_cert",
+    "tls_key", "max_request_bytes", "http_connections", "header_timeout", "queue_spans",
+    "queue_bytes", "upstream_max_bytes", "export_timeout", "shutdown_timeout",
     "decision_wait", "max_traces", "max_spans", "max_bytes", "detect",
 )  # fmt: skip
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.sdk.metrics.export import (
     Gauge,
@@ -22,10 +22,14 @@ from opentelemetry.sdk.metrics.export import (
     Sum,
 )
 
-__all__ = ["CONTENT_TYPE", "label_name", "metric_name", "render"]
+__all__ = ["CONTENT_TYPE", "LABEL_LIMIT", "label_name", "metric_name", "render", "truncate"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The Prometheus text exposition format."""
+
+LABEL_LIMIT: Final = 256
+"""Longest label value shown, in characters: a tool name is the client's to choose."""
+_ELLIPSIS: Final = "..."
 
 _INVALID = re.compile(r"[^a-zA-Z0-9_:]")
 _INVALID_LABEL = re.compile(r"[^a-zA-Z0-9_]")
@@ -47,6 +51,13 @@ def label_name(key: str) -> str:
     return "_" + out if out[:1].isdigit() else out
 
 
+def truncate(text: str, limit: int = LABEL_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, marked with ``...`` when it was longer."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(_ELLIPSIS)] + _ELLIPSIS
+
+
 def _label_value(value: Any) -> str:
     if isinstance(value, bool):
         text = "true" if value else "false"
@@ -54,7 +65,7 @@ def _label_value(value: Any) -> str:
         text = ",".join(_label_value(v) for v in value)
     else:
         text = str(value)
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return truncate(text).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def _labels(attributes: Mapping[str, Any], extra: tuple[tuple[str, str], ...] = ()) -> str:

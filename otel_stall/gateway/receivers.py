@@ -2,25 +2,24 @@
 
 Bad input is the client's problem, never the server's: malformed protobuf or
 JSON gets gRPC ``INVALID_ARGUMENT`` or HTTP 400 with a ``google.rpc.Status``
-body, an oversized request gets ``RESOURCE_EXHAUSTED`` or HTTP 413, and the
-server goes on serving. gRPC is served through a generic handler that takes
-the raw bytes, so a parse failure reaches our code (and our metrics) instead
-of failing inside grpcio.
+body, an oversized request gets ``RESOURCE_EXHAUSTED`` or HTTP 413, spans with
+malformed ids come back as a partial success, and the server goes on serving.
+gRPC is served through a generic handler that takes the raw bytes, so a parse
+failure reaches our code (and our metrics) instead of failing inside grpcio.
+
+The HTTP listeners run on one asyncio event loop (:mod:`otel_stall.gateway.http`):
+a connection costs no thread, and each has a TLS handshake and header deadline.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hmac
 import logging
-import socket
 import ssl
-import threading
 import zlib
 from concurrent import futures
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 
 import grpc
@@ -33,12 +32,20 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_stall.gateway.config import GatewayConfig
-from otel_stall.gateway.core import Pipeline
+from otel_stall.gateway.core import Ingested, Pipeline
+from otel_stall.gateway.http import AsyncHttpServer, Reply, Request
 from otel_stall.gateway.prometheus import CONTENT_TYPE as PROMETHEUS_CONTENT_TYPE
 from otel_stall.otlp.decode import DecodeError
 from otel_stall.otlp.encode import traces_from_json
 
-__all__ = ["GrpcReceiver", "HttpReceiver", "MetricsServer", "RequestRejected", "decode_request"]
+__all__ = [
+    "GrpcReceiver",
+    "HttpReceiver",
+    "MetricsServer",
+    "RequestRejected",
+    "StartupError",
+    "decode_request",
+]
 
 logger = logging.getLogger("otel_stall.gateway")
 
@@ -48,6 +55,10 @@ _GRPC_UNAUTHENTICATED: Final = 16
 _GRPC_RESOURCE_EXHAUSTED: Final = 8
 _DRAIN_CHUNK: Final = 1 << 16
 _EMPTY_RESPONSE: Final[bytes] = bytes(ExportTraceServiceResponse().SerializeToString())
+
+
+class StartupError(Exception):
+    """A listener could not start; the message names it and why."""
 
 
 class RequestRejected(Exception):
@@ -110,6 +121,8 @@ class GrpcReceiver:
             options=[
                 ("grpc.max_receive_message_length", config.max_request_bytes),
                 ("grpc.max_send_message_length", 4 << 20),
+                ("grpc.server_handshake_timeout_ms", int(config.header_timeout * 1000)),
+                ("grpc.so_reuseport", 0),
             ],
         )
         handler = grpc.method_handlers_generic_handler(
@@ -123,14 +136,17 @@ class GrpcReceiver:
         self._server.add_generic_rpc_handlers((handler,))
         host, port = address
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        if config.tls_cert and config.tls_key:
-            with open(config.tls_key, "rb") as key, open(config.tls_cert, "rb") as cert:
-                creds = grpc.ssl_server_credentials([(key.read(), cert.read())])
-            self.port = self._server.add_secure_port(target, creds)
-        else:
-            self.port = self._server.add_insecure_port(target)
+        try:
+            if config.tls_cert and config.tls_key:
+                with open(config.tls_key, "rb") as key, open(config.tls_cert, "rb") as cert:
+                    creds = grpc.ssl_server_credentials([(key.read(), cert.read())])
+                self.port = self._server.add_secure_port(target, creds)
+            else:
+                self.port = self._server.add_insecure_port(target)
+        except (OSError, RuntimeError) as exc:
+            raise StartupError(f"cannot listen for OTLP/gRPC on {target}: {exc}") from None
         if self.port == 0:
-            raise OSError(f"cannot listen for OTLP/gRPC on {target}")
+            raise StartupError(f"cannot listen for OTLP/gRPC on {target}")
         self.host = host
 
     def start(self) -> None:
@@ -153,219 +169,170 @@ class GrpcReceiver:
         except RequestRejected as exc:
             metrics.rejected("grpc", exc.reason)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
-        self._pipeline.ingest(request)
+        try:
+            ingested = self._pipeline.ingest(request, body)
+        except Exception:
+            logger.debug("ingest failed", exc_info=True)
+            context.abort(grpc.StatusCode.INTERNAL, "the gateway failed on this request")
+        return _response(ingested)
+
+
+def _response(ingested: Ingested, errors: list[str] | None = None) -> bytes:
+    """An ``ExportTraceServiceResponse``: empty, or a partial success naming what was refused."""
+    refused = ingested.refused + len(errors or ())
+    if not refused:
         return _EMPTY_RESPONSE
+    response = ExportTraceServiceResponse()
+    response.partial_success.rejected_spans = refused
+    shown = list(errors or ())[:5]
+    if ingested.refused:
+        shown.insert(0, ingested.message)
+    response.partial_success.error_message = "; ".join(shown) + (
+        "; ..." if errors and len(errors) > 5 else ""
+    )
+    return bytes(response.SerializeToString())
 
 
 # -- HTTP ----------------------------------------------------------------------------
 
-
-class _Server(ThreadingHTTPServer):
-    """A threading server that does its TLS handshake in the connection's thread."""
-
-    daemon_threads = True
-    request_queue_size = 128
-
-    def __init__(
-        self,
-        address: tuple[str, int],
-        handler: type[BaseHTTPRequestHandler],
-        ssl_context: ssl.SSLContext | None,
-    ) -> None:
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
-        super().__init__(address, handler)
-        self.ssl_context = ssl_context
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        if self.ssl_context is not None:
-            try:
-                request = self.ssl_context.wrap_socket(request, server_side=True)
-            except (OSError, ssl.SSLError):
-                return
-        super().finish_request(request, client_address)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        logger.debug("connection from %s failed", client_address, exc_info=True)
+_PROTOBUF: Final = "application/x-protobuf"
+_JSON: Final = "application/json"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "otel-stall"
-    timeout = 30
-    pipeline: Pipeline
-    config: GatewayConfig
+def _status_reply(
+    http_status: int,
+    grpc_code: int,
+    message: str,
+    json: bool,
+    *,
+    headers: tuple[tuple[str, str], ...] = (),
+    close: bool = False,
+) -> Reply:
+    """An OTLP error: a ``google.rpc.Status``, as JSON or protobuf like the request."""
+    if json:
+        body = orjson.dumps({"code": grpc_code, "message": message})
+        return Reply(http_status, body, _JSON, headers, close)
+    body = status_pb2.Status(code=grpc_code, message=message).SerializeToString()
+    return Reply(http_status, body, _PROTOBUF, headers, close)
 
-    def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("http: " + format, *args)
 
-    # -- responses -----------------------------------------------------------
+def _media(headers: dict[str, str]) -> str:
+    return (headers.get("content-type") or "").split(";")[0].strip().lower()
 
-    def _reply(
-        self,
-        status: int,
-        body: bytes,
-        content_type: str,
-        close: bool = False,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        if close:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        self.wfile.write(body)
 
-    def _status(
-        self,
-        http_status: int,
-        grpc_code: int,
-        message: str,
-        json: bool,
-        close: bool = False,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        if json:
-            body = orjson.dumps({"code": grpc_code, "message": message})
-            content_type = "application/json"
-        else:
-            body = status_pb2.Status(code=grpc_code, message=message).SerializeToString()
-            content_type = "application/x-protobuf"
-        self._reply(http_status, body, content_type, close, headers)
+class HttpReceiver:
+    """OTLP/HTTP on ``/v1/traces`` (protobuf and JSON), on the bounded asyncio server."""
 
-    def _reject(
-        self,
-        reason: str,
-        http_status: int,
-        grpc_code: int,
-        message: str,
-        json: bool,
-        close: bool = False,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        self.pipeline.metrics.rejected("http", reason)
-        self._status(http_status, grpc_code, message, json, close, headers)
+    def __init__(self, pipeline: Pipeline, config: GatewayConfig) -> None:
+        address = config.http_address
+        assert address is not None
+        self._pipeline = pipeline
+        self._config = config
+        self._server = _listen(
+            "OTLP/HTTP",
+            address,
+            config,
+            handler=self._handle,
+            precheck=self._precheck,
+            ssl_context=tls_context(config),
+        )
+        self.host, self.port = self._server.host, self._server.port
 
-    def _drain(self, length: int) -> bool:
-        """Read and discard a body we refuse, so the client can read our answer."""
-        limit = 8 * self.config.max_request_bytes
-        if length > limit:
-            return False
-        left = length
-        while left > 0:
-            chunk = self.rfile.read(min(left, _DRAIN_CHUNK))
-            if not chunk:
-                return False
-            left -= len(chunk)
-        return True
+    def start(self) -> None:
+        """Start serving."""
+        self._server.start()
 
-    # -- methods ---------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        self._server.stop()
 
-    def do_GET(self) -> None:
-        """Only POST is served here."""
-        self._status(HTTPStatus.METHOD_NOT_ALLOWED, 12, "use POST /v1/traces", json=True)
+    @property
+    def stats(self) -> Any:
+        """Open, refused and timed-out connection counts."""
+        return self._server.stats
 
-    def do_POST(self) -> None:
-        """OTLP/HTTP export, protobuf or JSON."""
-        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-        json = content_type == "application/json"
-        length_header = self.headers.get("Content-Length")
-        path = self.path.split("?")[0]
+    def _reject(self, reason: str, reply: Reply) -> Reply:
+        self._pipeline.metrics.rejected("http", reason)
+        return reply
+
+    def _precheck(self, method: str, path: str, headers: dict[str, str]) -> Reply | None:
+        """Refusals that need no body: method, path, token, media type, declared length."""
+        json = _media(headers) == _JSON
+        if method != "POST":
+            return _status_reply(HTTPStatus.METHOD_NOT_ALLOWED, 12, "use POST /v1/traces", True)
         if path != "/v1/traces":
-            self._drain_or_close(length_header)
-            self._status(HTTPStatus.NOT_FOUND, 5, f"no such path {path}; use /v1/traces", json)
-            return
-        if not _authorized(self.config.bearer_token, self.headers.get("Authorization")):
-            self._drain_or_close(length_header)
-            self._reject(
-                "unauthorized", HTTPStatus.UNAUTHORIZED, _GRPC_UNAUTHENTICATED,
-                "missing or wrong bearer token", json, headers={"WWW-Authenticate": "Bearer"},
-            )  # fmt: skip
-            return
-        if content_type not in ("application/x-protobuf", "application/json"):
-            self._drain_or_close(length_header)
-            self._reject(
-                "unsupported_media_type", HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
-                _GRPC_INVALID_ARGUMENT,
-                f"Content-Type {content_type or '(none)'} is not application/x-protobuf "
-                "or application/json", json=False,
-            )  # fmt: skip
-            return
-        if length_header is None or not length_header.strip().isdigit():
-            self._reject(
-                "length_required", HTTPStatus.LENGTH_REQUIRED, _GRPC_INVALID_ARGUMENT,
-                "a Content-Length header is required", json, close=True,
-            )  # fmt: skip
-            return
-        length = int(length_header)
-        limit = self.config.max_request_bytes
-        if length > limit:
-            drained = self._drain(length)
-            self._reject(
-                "too_large", HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _GRPC_RESOURCE_EXHAUSTED,
+            return _status_reply(
+                HTTPStatus.NOT_FOUND, 5, f"no such path {path}; use /v1/traces", json
+            )
+        if not _authorized(self._config.bearer_token, headers.get("authorization")):
+            return self._reject("unauthorized", _status_reply(
+                HTTPStatus.UNAUTHORIZED, _GRPC_UNAUTHENTICATED, "missing or wrong bearer token",
+                json, headers=(("WWW-Authenticate", "Bearer"),),
+            ))  # fmt: skip
+        media = _media(headers)
+        if media not in (_PROTOBUF, _JSON):
+            return self._reject("unsupported_media_type", _status_reply(
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE, _GRPC_INVALID_ARGUMENT,
+                f"Content-Type {media or '(none)'} is not {_PROTOBUF} or {_JSON}", False,
+            ))  # fmt: skip
+        length = headers.get("content-length", "").strip()
+        limit = self._config.max_request_bytes
+        if length.isdigit() and int(length) > limit:
+            return self._reject("too_large", _status_reply(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _GRPC_RESOURCE_EXHAUSTED,
                 f"request of {length} bytes is over the {limit}-byte limit", json,
-                close=not drained,
-            )  # fmt: skip
-            return
-        body = self.rfile.read(length)
-        if len(body) < length:
-            self.close_connection = True
-            return
-        encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+            ))  # fmt: skip
+        return None
+
+    def _handle(self, request: Request) -> Reply:
+        """Decompress, decode and ingest one request (in a worker thread)."""
+        json = _media(request.headers) == _JSON
+        limit = self._config.max_request_bytes
+        encoding = (request.headers.get("content-encoding") or "identity").strip().lower()
         try:
-            body = _decompress(body, encoding, limit)
+            body = _decompress(request.body, encoding, limit)
+            decoded, errors = decode_request(body, json=json)
         except _TooLarge:
-            self._reject(
-                "too_large", HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _GRPC_RESOURCE_EXHAUSTED,
+            return self._reject("too_large", _status_reply(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _GRPC_RESOURCE_EXHAUSTED,
                 f"request is over the {limit}-byte limit once decompressed", json,
-            )  # fmt: skip
-            return
+            ))  # fmt: skip
         except ValueError as exc:
-            self._reject(
-                "malformed", HTTPStatus.BAD_REQUEST, _GRPC_INVALID_ARGUMENT, str(exc), json
-            )
-            return
-        try:
-            request, errors = decode_request(body, json=json)
+            return self._reject("malformed", _status_reply(
+                HTTPStatus.BAD_REQUEST, _GRPC_INVALID_ARGUMENT, str(exc), json
+            ))  # fmt: skip
         except RequestRejected as exc:
-            self._reject(
-                exc.reason, HTTPStatus.BAD_REQUEST, _GRPC_INVALID_ARGUMENT, exc.message, json
+            return self._reject(exc.reason, _status_reply(
+                HTTPStatus.BAD_REQUEST, _GRPC_INVALID_ARGUMENT, exc.message, json
+            ))  # fmt: skip
+        try:
+            ingested = self._pipeline.ingest(decoded, None if json else body)
+        except Exception:
+            logger.debug("ingest failed", exc_info=True)
+            return _status_reply(
+                HTTPStatus.INTERNAL_SERVER_ERROR, 13, "the gateway failed on this request", json
             )
-            return
-        self.pipeline.ingest(request)
-        if errors:
-            self.pipeline.metrics.rejected("http", "partial")
-        self._ok(json, errors)
+        if errors or ingested.refused:
+            self._pipeline.metrics.rejected("http", "partial")
+        return _ok(ingested, errors, json)
 
-    def _drain_or_close(self, length_header: str | None) -> None:
-        if length_header and length_header.strip().isdigit() and self._drain(int(length_header)):
-            return
-        self.close_connection = True
 
-    def _ok(self, json: bool, errors: list[str]) -> None:
-        response = ExportTraceServiceResponse()
-        if errors:
-            response.partial_success.rejected_spans = len(errors)
-            shown = "; ".join(errors[:5]) + ("; ..." if len(errors) > 5 else "")
-            response.partial_success.error_message = shown
-        if json:
-            body = b"{}"
-            if errors:
-                body = orjson.dumps(
-                    {
-                        "partialSuccess": {
-                            "rejectedSpans": str(len(errors)),
-                            "errorMessage": response.partial_success.error_message,
-                        }
-                    }
-                )
-            self._reply(HTTPStatus.OK, body, "application/json")
-        else:
-            self._reply(HTTPStatus.OK, response.SerializeToString(), "application/x-protobuf")
+def _ok(ingested: Ingested, errors: list[str], json: bool) -> Reply:
+    payload = _response(ingested, errors)
+    if not json:
+        return Reply(HTTPStatus.OK, payload, _PROTOBUF)
+    if payload == _EMPTY_RESPONSE:
+        return Reply(HTTPStatus.OK, b"{}", _JSON)
+    response = ExportTraceServiceResponse.FromString(payload)
+    body = orjson.dumps(
+        {
+            "partialSuccess": {
+                "rejectedSpans": str(response.partial_success.rejected_spans),
+                "errorMessage": response.partial_success.error_message,
+            }
+        }
+    )
+    return Reply(HTTPStatus.OK, body, _JSON)
 
 
 class _TooLarge(Exception):
@@ -373,7 +340,7 @@ class _TooLarge(Exception):
 
 
 def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
-    """gzip/deflate with a bound, so a small bomb cannot expand past the request limit."""
+    """Gzip (every member of it) or deflate, bounded: a small bomb cannot expand past ``limit``."""
     if encoding in ("", "identity"):
         return body
     if encoding == "gzip":
@@ -382,90 +349,104 @@ def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
         wbits = zlib.MAX_WBITS
     else:
         raise ValueError(f"Content-Encoding {encoding} is not supported (use gzip)")
-    decoder = zlib.decompressobj(wbits)
+    out: list[bytes] = []
+    size = 0
+    data = body
+    while True:
+        decoder = zlib.decompressobj(wbits)
+        try:
+            chunk = decoder.decompress(data, limit - size + 1)
+        except zlib.error as exc:
+            raise ValueError(f"cannot decompress the {encoding} body: {exc}") from None
+        size += len(chunk)
+        if size > limit or decoder.unconsumed_tail:
+            raise _TooLarge
+        if not decoder.eof:
+            raise ValueError(f"the {encoding} body is truncated")
+        out.append(chunk)
+        # A gzip stream may hold several members, one after the other (RFC 1952, 2.2).
+        data = decoder.unused_data
+        if encoding != "gzip" or not data.strip(b"\x00"):
+            return b"".join(out)
+
+
+def tls_context(config: GatewayConfig) -> ssl.SSLContext | None:
+    """The server TLS context, or ``None``; a bad certificate or key is a :class:`StartupError`."""
+    if not (config.tls_cert and config.tls_key):
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
-        out = decoder.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise ValueError(f"cannot decompress the {encoding} body: {exc}") from None
-    if len(out) > limit or decoder.unconsumed_tail:
-        raise _TooLarge
-    return out
+        context.load_cert_chain(config.tls_cert, config.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise StartupError(
+            f"TLS: cannot load --tls-cert {config.tls_cert} / --tls-key {config.tls_key}: {exc}"
+        ) from None
+    return context
 
 
-class _Background:
-    """An HTTP server run in a daemon thread, stopped without raising."""
-
-    def __init__(self, server: _Server, name: str) -> None:
-        self._server = server
-        self._name = name
-        self.host: str = str(server.server_address[0])
-        self.port: int = server.server_address[1]
-
-    def start(self) -> None:
-        """Serve in a background thread."""
-        threading.Thread(target=self._server.serve_forever, name=self._name, daemon=True).start()
-
-    def stop(self) -> None:
-        """Stop accepting and close the socket."""
-        with contextlib.suppress(OSError):
-            self._server.shutdown()
-            self._server.server_close()
-
-
-class HttpReceiver(_Background):
-    """OTLP/HTTP on ``/v1/traces`` (protobuf and JSON), one thread per connection."""
-
-    def __init__(self, pipeline: Pipeline, config: GatewayConfig) -> None:
-        address = config.http_address
-        assert address is not None
-        context = None
-        if config.tls_cert and config.tls_key:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(config.tls_cert, config.tls_key)
-        handler = type("OtlpHandler", (_Handler,), {"pipeline": pipeline, "config": config})
-        super().__init__(_Server(address, handler, context), "otlp-http")
+def _listen(
+    name: str,
+    address: tuple[str, int],
+    config: GatewayConfig,
+    *,
+    handler: Any,
+    precheck: Any = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> AsyncHttpServer:
+    try:
+        return AsyncHttpServer(
+            name,
+            address,
+            handler=handler,
+            precheck=precheck,
+            ssl_context=ssl_context,
+            max_connections=config.http_connections,
+            header_timeout=config.header_timeout,
+            body_timeout=config.body_timeout,
+            max_body=config.max_request_bytes,
+            workers=config.workers,
+        )
+    except OSError as exc:
+        host, port = address
+        raise StartupError(
+            f"cannot listen for {name} on {host}:{port}: {exc.strerror or exc}"
+        ) from None
 
 
 # -- /metrics --------------------------------------------------------------------------
 
 
-class _MetricsHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "otel-stall"
-    timeout = 30
-    pipeline: Pipeline
+class MetricsServer:
+    """Prometheus scrape endpoint, and ``/healthz``."""
 
-    def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("metrics: " + format, *args)
+    def __init__(self, pipeline: Pipeline, address: tuple[str, int], config: GatewayConfig) -> None:
+        self._pipeline = pipeline
+        self._server = _listen("metrics", address, config, handler=self._handle)
+        self.host, self.port = self._server.host, self._server.port
 
-    def do_GET(self) -> None:
+    def start(self) -> None:
+        """Start serving."""
+        self._server.start()
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        self._server.stop()
+
+    def _handle(self, request: Request) -> Reply:
         """``/metrics`` in Prometheus text; ``/healthz`` for probes."""
-        path = self.path.split("?")[0]
-        if path == "/metrics":
-            body = self.pipeline.metrics_text().encode()
-            content_type = PROMETHEUS_CONTENT_TYPE
-            status = HTTPStatus.OK
-        elif path in ("/healthz", "/"):
-            body, content_type, status = b"ok\n", "text/plain", HTTPStatus.OK
+        if request.method != "GET":
+            return Reply(HTTPStatus.METHOD_NOT_ALLOWED, b"use GET\n")
+        if request.path == "/metrics":
+            body = self._pipeline.metrics_text().encode()
+            content_type, status = PROMETHEUS_CONTENT_TYPE, HTTPStatus.OK
+        elif request.path in ("/healthz", "/"):
+            healthy, message = self._pipeline.health()
+            status = HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE
+            body, content_type = (message + "\n").encode(), "text/plain"
         else:
             body, content_type, status = b"not found\n", "text/plain", HTTPStatus.NOT_FOUND
-        if "gzip" in (self.headers.get("Accept-Encoding") or "") and len(body) > 4096:
-            body = gzip.compress(body, 5)
-            encoded = True
-        else:
-            encoded = False
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        if encoded:
-            self.send_header("Content-Encoding", "gzip")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-class MetricsServer(_Background):
-    """Prometheus scrape endpoint."""
-
-    def __init__(self, pipeline: Pipeline, address: tuple[str, int]) -> None:
-        handler = type("MetricsHandler", (_MetricsHandler,), {"pipeline": pipeline})
-        super().__init__(_Server(address, handler, None), "otel-stall-metrics")
+        if "gzip" in request.headers.get("accept-encoding", "") and len(body) > 4096:
+            return Reply(
+                status, gzip.compress(body, 5), content_type, (("Content-Encoding", "gzip"),)
+            )
+        return Reply(status, body, content_type)

@@ -22,7 +22,13 @@ from otel_stall.core.policy import StallPolicy
 from otel_stall.gateway.config import GatewayConfig
 from otel_stall.gateway.core import Pipeline
 from otel_stall.gateway.flags import build_parser, config_from_args
-from otel_stall.gateway.receivers import GrpcReceiver, HttpReceiver, MetricsServer
+from otel_stall.gateway.receivers import (
+    GrpcReceiver,
+    HttpReceiver,
+    MetricsServer,
+    StartupError,
+    tls_context,
+)
 from otel_stall.gateway.upstream import Sender
 
 __all__ = ["Gateway", "run", "serve_main"]
@@ -49,15 +55,20 @@ class Gateway:
         self._stopped = False
 
     def start(self) -> Gateway:
-        """Bind every listener (port 0 picks a free one) and start serving."""
+        """Bind every listener (port 0 picks a free one) and start serving.
+
+        Raises :class:`StartupError` naming the listener that cannot start (a
+        taken port, an unreadable certificate or key); nothing is left running.
+        """
         try:
+            tls_context(self.config)  # a bad certificate or key fails here, for both receivers
             if self.config.grpc_address is not None:
                 self.grpc = GrpcReceiver(self.pipeline, self.config)
             if self.config.http_address is not None:
                 self.http = HttpReceiver(self.pipeline, self.config)
             metrics_address = self.config.metrics_address
             if metrics_address is not None:
-                self.metrics = MetricsServer(self.pipeline, metrics_address)
+                self.metrics = MetricsServer(self.pipeline, metrics_address, self.config)
         except BaseException:
             self._close_listeners()
             raise
@@ -68,12 +79,14 @@ class Gateway:
         return self
 
     def _close_listeners(self) -> None:
+        """Release what was bound; none of these wait for a loop that never started."""
         if self.grpc is not None:
             self.grpc.stop(0)
         if self.http is not None:
             self.http.stop()
         if self.metrics is not None:
             self.metrics.stop()
+        self.pipeline.meter_provider.shutdown()
 
     def stop(self, timeout: float | None = None) -> int:
         """Stop receiving, flush everything held; returns spans left undelivered."""
@@ -121,7 +134,8 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace, stderr: IO[str] | None = None) -> int:
     """Run the gateway until SIGTERM/SIGINT.
 
-    Exit 0; 1 if spans were left undelivered; 2 on a bad setting or a port that is taken.
+    Exit 0; 1 if spans were left undelivered; 2 on a bad setting, a port that is
+    taken or a certificate that cannot be loaded (one line naming the listener).
     """
     stderr = stderr or sys.stderr
     logging.basicConfig(
@@ -131,11 +145,11 @@ def run(args: argparse.Namespace, stderr: IO[str] | None = None) -> int:
     try:
         config = config_from_args(args)
         gateway = Gateway(config).start()
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError, StartupError) as exc:
         print(f"otel-stall serve: {exc}", file=stderr)
         return 2
     except OSError as exc:
-        print(f"otel-stall serve: cannot listen: {exc}", file=stderr)
+        print(f"otel-stall serve: cannot start: {exc}", file=stderr)
         return 2
     stop = threading.Event()
 

@@ -1,8 +1,10 @@
 """The gateway's own metrics, next to the ``stall.*`` counters on ``/metrics``.
 
 Together they account for every span: received = forwarded + undelivered +
-held (trace buffer and upstream queue). Un-enriched spans are forwarded too;
-they are counted separately so a full buffer never hides.
+held (trace buffer and upstream queue); a span refused to its client as a
+partial success is counted undelivered with reason ``invalid_id``.
+Un-enriched spans are forwarded too; they are counted separately so a full
+buffer never hides.
 """
 
 from __future__ import annotations
@@ -25,13 +27,19 @@ class GatewayMetricNames:
     FORWARDED: Final = "otel_stall.gateway.spans.forwarded"
     """Counter: spans the upstream acknowledged."""
     UNENRICHED: Final = "otel_stall.gateway.spans.unenriched"
-    """Counter by ``reason`` (``buffer_full``, ``late``, ``error``): sent on without ``stall.*``."""
+    """Counter by ``reason`` (``buffer_full``, ``late``, ``error``, ``too_complex``):
+    sent on without ``stall.*``."""
     UNDELIVERED: Final = "otel_stall.gateway.spans.undelivered"
-    """Counter by ``reason`` (``queue_full``, ``rejected``, ``shutdown``, ``no_upstream``)."""
+    """Counter by ``reason``: ``queue_full``, ``rejected``, ``too_large``, ``invalid_id``
+    (refused to the client as a partial success), ``error``, ``shutdown``, ``no_upstream``."""
     REJECTED: Final = "otel_stall.gateway.requests.rejected"
     """Counter by ``transport`` and ``reason``: requests refused (malformed, too large, auth)."""
     QUEUE: Final = "otel_stall.gateway.queue.spans"
     """Gauge: spans waiting for the upstream."""
+    QUEUE_BYTES: Final = "otel_stall.gateway.queue.bytes"
+    """Gauge: bytes waiting for the upstream."""
+    BUFFER_BYTES: Final = "otel_stall.gateway.buffer.bytes"
+    """Gauge: bytes held while traces complete (allowances for their objects included)."""
     BUFFER_SPANS: Final = "otel_stall.gateway.buffer.spans"
     """Gauge: spans held while their trace completes."""
     BUFFER_TRACES: Final = "otel_stall.gateway.buffer.traces"
@@ -44,6 +52,9 @@ class GatewayMetricNames:
 
 Names = GatewayMetricNames
 
+UNENRICHED_REASONS: Final = ("buffer_full", "late", "error", "too_complex")
+"""Why a span went on without ``stall.*``: each series exists from the start, at zero."""
+
 
 class GatewayMetrics:
     """Counters and gauges for the gateway; the gauges read live sizes when scraped."""
@@ -55,6 +66,8 @@ class GatewayMetrics:
         queue_spans: Callable[[], int],
         buffer_spans: Callable[[], int],
         buffer_traces: Callable[[], int],
+        queue_bytes: Callable[[], int] = lambda: 0,
+        buffer_bytes: Callable[[], int] = lambda: 0,
     ) -> None:
         meter = meter_provider.get_meter("otel_stall.gateway", __version__)
         self._received = meter.create_counter(
@@ -82,6 +95,8 @@ class GatewayMetrics:
         # Present from the first scrape, so rate() has a zero to start from.
         self._received.add(0)
         self._forwarded.add(0)
+        for reason in UNENRICHED_REASONS:
+            self._unenriched.add(0, {Names.REASON: reason})
 
         def gauge(read: Callable[[], int]) -> Callable[[CallbackOptions], Iterable[Observation]]:
             def callback(_options: CallbackOptions) -> Iterable[Observation]:
@@ -100,6 +115,18 @@ class GatewayMetrics:
             [gauge(buffer_spans)],
             unit="{span}",
             description="Spans held until their trace completes.",
+        )
+        meter.create_observable_gauge(
+            Names.QUEUE_BYTES,
+            [gauge(queue_bytes)],
+            unit="By",
+            description="Bytes waiting for the upstream.",
+        )
+        meter.create_observable_gauge(
+            Names.BUFFER_BYTES,
+            [gauge(buffer_bytes)],
+            unit="By",
+            description="Bytes held until traces complete.",
         )
         meter.create_observable_gauge(
             Names.BUFFER_TRACES,

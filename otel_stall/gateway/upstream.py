@@ -7,10 +7,18 @@ several small flushes go out as one call without re-encoding.
 Delivery is at-least-once per batch: a retryable failure (gRPC UNAVAILABLE,
 HTTP 503, connection refused, ...) keeps the batch at the head of the queue,
 and the sender waits with exponential backoff. While the upstream is down the
-queue fills; a batch that does not fit is dropped and counted as undelivered
-(``queue_full``). A permanent rejection (gRPC INVALID_ARGUMENT, HTTP 400) is
-counted as ``rejected``. On shutdown, whatever is left after the timeout is
-counted as ``shutdown`` and logged.
+queue fills, bounded in spans and in bytes; a batch that does not fit is
+dropped and counted as undelivered (``queue_full``). On shutdown, whatever is
+left after the timeout is counted as ``shutdown`` and logged.
+
+Merged batches stay under the upstream's message limit. A batch the upstream
+refuses as too large (gRPC RESOURCE_EXHAUSTED "larger than max", HTTP 413) is
+split and retried, and the limit it names is learnt; a batch it refuses as
+invalid (gRPC INVALID_ARGUMENT, HTTP 400) is split too, down to the span that
+is at fault, so one client's bad span never costs another client's spans. A
+single span refused as too large or invalid is dropped and counted
+(``too_large``, ``rejected``). Nothing the sender does can kill its thread: an
+error there counts the batch in hand (``error``) and the thread goes on.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import http.client
 import logging
 import random
+import re
 import threading
 import time
 import urllib.parse
@@ -30,6 +39,8 @@ import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
+
+from otel_stall.gateway.wire import pack, pieces_of
 
 __all__ = ["Delivery", "GrpcSender", "HttpSender", "Sender", "Upstream", "make_sender"]
 
@@ -49,6 +60,10 @@ _RETRYABLE_GRPC: Final = frozenset(
     }
 )
 _RETRYABLE_HTTP: Final = frozenset({408, 429, 502, 503, 504})
+_TOO_LARGE_HTTP: Final = 413
+_INVALID_HTTP: Final = 400
+_TOO_LARGE_TEXT: Final = re.compile(r"larger than max|too large|message size", re.IGNORECASE)
+_LIMIT_TEXT: Final = re.compile(r"vs\.?\s*(\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +75,12 @@ class Delivery:
     rejected_spans: int = 0
     """Spans the upstream accepted the request for but refused (OTLP partial success)."""
     detail: str = ""
+    too_large: bool = False
+    """Refused for its size: split it and send the parts."""
+    invalid: bool = False
+    """Refused as malformed: split it to find the spans at fault."""
+    limit: int | None = None
+    """The size limit the upstream named, if it did."""
 
 
 class Sender(Protocol):
@@ -79,6 +100,17 @@ def _partial(response: ExportTraceServiceResponse) -> tuple[int, str]:
         return 0, ""
     partial = response.partial_success
     return int(partial.rejected_spans), partial.error_message
+
+
+def _grpc_failure(code: grpc.StatusCode, detail: str) -> Delivery:
+    text = f"{code.name}: {detail}"
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED and _TOO_LARGE_TEXT.search(detail):
+        found = _LIMIT_TEXT.search(detail)
+        limit = int(found.group(1)) if found else None
+        return Delivery(False, detail=text, too_large=True, limit=limit)
+    if code is grpc.StatusCode.INVALID_ARGUMENT:
+        return Delivery(False, detail=text, invalid=True)
+    return Delivery(False, code in _RETRYABLE_GRPC, detail=text)
 
 
 class GrpcSender:
@@ -103,8 +135,8 @@ class GrpcSender:
             response = self._call(payload, timeout=timeout)
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
-            detail = exc.details() if isinstance(exc, grpc.Call) else str(exc)
-            return Delivery(False, code in _RETRYABLE_GRPC, detail=f"{code.name}: {detail}")
+            detail = (exc.details() if isinstance(exc, grpc.Call) else str(exc)) or ""
+            return _grpc_failure(code, detail)
         except Exception as exc:  # a broken channel must not kill the sender thread
             return Delivery(False, True, detail=f"{type(exc).__name__}: {exc}")
         rejected, message = _partial(response)
@@ -151,8 +183,14 @@ class HttpSender:
             except Exception:
                 rejected, message = 0, ""
             return Delivery(True, rejected_spans=rejected, detail=message)
-        retryable = response.status in _RETRYABLE_HTTP
-        return Delivery(False, retryable, detail=f"HTTP {response.status} {response.reason}")
+        status = response.status
+        return Delivery(
+            False,
+            status in _RETRYABLE_HTTP,
+            detail=f"HTTP {status} {response.reason}",
+            too_large=status == _TOO_LARGE_HTTP,
+            invalid=status == _INVALID_HTTP,
+        )
 
     def close(self) -> None:
         """Drop the connection; the next send reconnects."""
@@ -176,34 +214,46 @@ def make_sender(upstream: str, *, insecure: bool = True) -> Sender:
 class _Batch:
     payload: bytes
     spans: int
+    born: float
+    """When it was queued (monotonic), for ``/healthz``."""
+    solo: bool = False
+    """Split off a refused batch: sent alone, never merged again."""
 
 
 class Upstream:
-    """A bounded queue of serialized batches and one sender thread."""
+    """A queue of serialized batches bounded in spans and bytes, and one sender thread."""
 
     def __init__(
         self,
         sender: Sender | None,
         *,
         max_spans: int,
+        max_bytes: int,
         batch_spans: int,
+        batch_bytes: int,
         timeout: float,
         retry_initial: float,
         retry_max: float,
         on_forwarded: Callable[[int], None],
         on_undelivered: Callable[[int, str], None],
+        on_oversized: Callable[[list[bytes]], None] | None = None,
     ) -> None:
         self._sender = sender
         self._max_spans = max_spans
+        self._max_bytes = max_bytes
         self._batch_spans = batch_spans
+        self.batch_bytes = batch_bytes
+        """Largest merged batch, in bytes; lowered to what the upstream says it takes."""
         self._timeout = timeout
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self._on_forwarded = on_forwarded
         self._on_undelivered = on_undelivered
+        self._on_oversized = on_oversized
         self._queue: deque[_Batch] = deque()
         self._queued_spans = 0
-        self._in_flight = 0
+        self._queued_bytes = 0
+        self._in_flight: list[_Batch] = []
         self._cond = threading.Condition()
         self._closing = False
         self._deadline: float | None = None
@@ -215,7 +265,20 @@ class Upstream:
     @property
     def queued_spans(self) -> int:
         """Spans waiting or being sent."""
-        return self._queued_spans + self._in_flight
+        return self._queued_spans + sum(b.spans for b in self._in_flight)
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes waiting or being sent."""
+        return self._queued_bytes + sum(len(b.payload) for b in self._in_flight)
+
+    def oldest_age(self) -> float:
+        """Seconds the oldest batch still waiting (or being sent) has waited; 0 when empty."""
+        with self._cond:
+            borns = [b.born for b in self._in_flight]
+            if self._queue:
+                borns.append(min(b.born for b in self._queue))
+        return time.monotonic() - min(borns) if borns else 0.0
 
     def put(self, payload: bytes, spans: int) -> bool:
         """Queue one serialized request; ``False`` (and counted) when it does not fit."""
@@ -225,11 +288,15 @@ class Upstream:
             self._on_undelivered(spans, "no_upstream")
             return False
         with self._cond:
-            held = self._queued_spans + self._in_flight
-            fits = not self._closing and held + spans <= self._max_spans
+            fits = (
+                not self._closing
+                and self.queued_spans + spans <= self._max_spans
+                and self.queued_bytes + len(payload) <= self._max_bytes
+            )
             if fits:
-                self._queue.append(_Batch(payload, spans))
+                self._queue.append(_Batch(payload, spans, time.monotonic()))
                 self._queued_spans += spans
+                self._queued_bytes += len(payload)
                 self._cond.notify()
                 warn = False
             else:
@@ -238,9 +305,10 @@ class Upstream:
             self._on_undelivered(spans, "queue_full")
             if warn:
                 logger.warning(
-                    "upstream queue full (%d spans): dropping batches until it drains; "
-                    "see otel_stall_gateway_spans_undelivered_total",
+                    "upstream queue full (%d spans, %d bytes): dropping batches until it "
+                    "drains; see otel_stall_gateway_spans_undelivered_total",
                     self._max_spans,
+                    self._max_bytes,
                 )
         return fits
 
@@ -265,6 +333,7 @@ class Upstream:
             left = sum(b.spans for b in self._queue)
             self._queue.clear()
             self._queued_spans = 0
+            self._queued_bytes = 0
         if left:
             self._on_undelivered(left, "shutdown")
             logger.error("shutdown: %d spans could not be delivered upstream", left)
@@ -280,60 +349,127 @@ class Upstream:
                 if self._closing:
                     return None
                 self._cond.wait(0.5)
-            batches = [self._queue.popleft()]
-            spans = batches[0].spans
-            while self._queue and spans + self._queue[0].spans <= self._batch_spans:
-                batch = self._queue.popleft()
-                batches.append(batch)
-                spans += batch.spans
+            first = self._queue.popleft()
+            batches = [first]
+            spans, size = first.spans, len(first.payload)
+            while not first.solo and self._queue:
+                head = self._queue[0]
+                if (
+                    head.solo
+                    or spans + head.spans > self._batch_spans
+                    or size + len(head.payload) > self.batch_bytes
+                ):
+                    break
+                batches.append(self._queue.popleft())
+                spans += head.spans
+                size += len(head.payload)
             self._queued_spans -= spans
-            self._in_flight = spans
+            self._queued_bytes -= size
+            self._in_flight = batches
             return batches
 
     def _give_back(self, batches: list[_Batch]) -> None:
         with self._cond:
             self._queue.extendleft(reversed(batches))
             self._queued_spans += sum(b.spans for b in batches)
-            self._in_flight = 0
+            self._queued_bytes += sum(len(b.payload) for b in batches)
+            self._in_flight = []
+
+    def _done(self) -> None:
+        with self._cond:
+            self._in_flight = []
 
     def _past_deadline(self) -> bool:
         deadline = self._deadline
         return deadline is not None and time.monotonic() >= deadline
 
     def _run(self) -> None:
-        sender = self._sender
-        assert sender is not None
         backoff = self._retry_initial
         while True:
             batches = self._take()
             if batches is None:
                 return
-            spans = sum(b.spans for b in batches)
-            payload = b"".join(b.payload for b in batches)
-            delivery = sender.send(payload, self._timeout)
-            if delivery.ok:
+            try:
+                retry = self._deliver(batches)
+            except Exception:
+                self._done()
+                self._on_undelivered(sum(b.spans for b in batches), "error")
+                logger.exception("the upstream sender failed; the batch in hand is counted")
+                continue
+            if not retry:
                 backoff = self._retry_initial
-                with self._cond:
-                    self._in_flight = 0
-                    self._warned_full = False
-                rejected = min(delivery.rejected_spans, spans)
-                self._on_forwarded(spans - rejected)
-                if rejected:
-                    self._on_undelivered(rejected, "rejected")
-                    logger.warning("upstream refused %d spans: %s", rejected, delivery.detail)
                 continue
-            if not delivery.retryable:
-                with self._cond:
-                    self._in_flight = 0
-                self._on_undelivered(spans, "rejected")
-                logger.error("upstream rejected %d spans: %s", spans, delivery.detail)
-                continue
-            self._give_back(batches)
             if self._past_deadline():
                 return
-            logger.warning("upstream unavailable (%s); retrying in %.1fs", delivery.detail, backoff)
             self._sleep(backoff)
             backoff = min(backoff * 2, self._retry_max)
+
+    def _deliver(self, batches: list[_Batch]) -> bool:
+        """Send one merged batch and settle it; ``True`` when it must be retried after a wait."""
+        sender = self._sender
+        assert sender is not None
+        spans = sum(b.spans for b in batches)
+        payload = batches[0].payload if len(batches) == 1 else b"".join(b.payload for b in batches)
+        delivery = sender.send(payload, self._timeout)
+        if delivery.ok:
+            with self._cond:
+                self._in_flight = []
+                self._warned_full = False
+            rejected = min(delivery.rejected_spans, spans)
+            self._on_forwarded(spans - rejected)
+            if rejected:
+                self._on_undelivered(rejected, "rejected")
+                logger.warning("upstream refused %d spans: %s", rejected, delivery.detail)
+            return False
+        if delivery.too_large or delivery.invalid:
+            self._split(batches, delivery)
+            return False
+        if not delivery.retryable:
+            self._done()
+            self._on_undelivered(spans, "rejected")
+            logger.error("upstream rejected %d spans: %s", spans, delivery.detail)
+            return False
+        self._give_back(batches)
+        logger.warning("upstream unavailable (%s); retrying", delivery.detail)
+        return True
+
+    def _split(self, batches: list[_Batch], delivery: Delivery) -> None:
+        """Refused for size or validity: retry the parts alone; a single span is given up."""
+        if delivery.too_large:
+            limit = delivery.limit
+            if limit is not None and 0 < limit < self.batch_bytes:
+                logger.warning("the upstream takes messages of at most %d bytes", limit)
+                self.batch_bytes = limit
+        if len(batches) > 1:
+            parts = [_Batch(b.payload, b.spans, b.born, solo=True) for b in batches]
+            self._give_back(parts)
+            return
+        (batch,) = batches
+        if batch.spans <= 1:
+            self._done()
+            if delivery.too_large and self._on_oversized is not None:
+                self._on_oversized([data for _, data in pieces_of(batch.payload)])
+            else:
+                reason = "too_large" if delivery.too_large else "rejected"
+                self._on_undelivered(batch.spans, reason)
+                logger.error("upstream refused a span: %s", delivery.detail)
+            return
+        self._give_back(self._halves(batch))
+
+    def _halves(self, batch: _Batch) -> list[_Batch]:
+        """One batch as two (or more, to fit the limit), each of whole spans."""
+        pieces = pieces_of(batch.payload)
+        half = max(1, len(pieces) // 2)
+        out: list[_Batch] = []
+        for part in (pieces[:half], pieces[half:]):
+            packed = pack(part, self.batch_bytes)
+            out.extend(_Batch(p, n, batch.born, solo=True) for p, n in packed.payloads)
+            if packed.oversized:
+                if self._on_oversized is not None:
+                    self._on_oversized(packed.oversized)
+                else:
+                    self._on_undelivered(len(packed.oversized), "too_large")
+        return out
 
     def _sleep(self, seconds: float) -> None:
         """Back off, with jitter, but wake early for shutdown's deadline."""

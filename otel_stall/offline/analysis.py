@@ -26,7 +26,7 @@ from typing import Final
 from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, is_agent_span_name
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import ABSENT, Finding, RunReport, ToolCall, record_builder
+from otel_stall.core.records import ABSENT, Finding, RunReport, ToolCall
 from otel_stall.core.signing import Digests
 from otel_stall.core.stall_attributes import (
     AttributeValue,
@@ -45,7 +45,6 @@ _MAX_HOPS: Final = 10_000
 _OTHER: Final = Role.OTHER
 _TOOL: Final = Role.TOOL
 _MODEL: Final = Role.MODEL
-_new_tool_call: Final = record_builder(ToolCall)
 _intern = sys.intern
 
 
@@ -80,9 +79,9 @@ def _canonical_link(span_id: str, parent: str) -> bytes | None:
 class TraceAnalyzer:
     """Collects one trace's spans and analyses them once the trace is complete.
 
-    :meth:`add` takes any span. The replay's fast path hands plain spans over
-    with :meth:`add_link` and :meth:`add_plain_root` instead, without building
-    a :class:`SpanRecord` or decoding their attributes.
+    :meth:`add` takes any span. The replay's decoder hands plain spans over
+    with :meth:`add_link` instead, without building a :class:`SpanRecord` or
+    decoding their attributes.
     """
 
     __slots__ = (
@@ -162,19 +161,6 @@ class TraceAnalyzer:
             self._agents[span_id] = (agent_name(span.attributes), span.end_ns, parent)
         return role
 
-    def add_tool(self, call: ToolCall, parent: str | None) -> None:
-        """Take a tool span as the :class:`ToolCall` that ``conventions.tool_call`` makes of it.
-
-        For a caller that builds the call from the span's parts
-        (:meth:`Conventions.tool_call_from`) without a :class:`SpanRecord`;
-        ``call.span_id`` must be set. The payloads are hashed, and a copy without
-        them is kept: the caller's record is left as it was.
-        """
-        span_id = call.span_id
-        assert span_id is not None
-        parent = self._place(span_id, parent, call.start_ns, call.end_ns)
-        self._keep_tool(span_id, call, parent)
-
     def _keep_tool(self, span_id: str, call: ToolCall, parent: str | None) -> None:
         """Sign the call, then keep a copy of it without its payloads."""
         digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
@@ -200,21 +186,6 @@ class TraceAnalyzer:
         """
         self.spans += 1
         self._links += link
-
-    def add_model(self, span_id: str, parent: str | None, start_ns: int, end_ns: int) -> None:
-        """Take a span that :meth:`Conventions.role` classified as :attr:`Role.MODEL`.
-
-        Only its place is kept (the detector reads nothing else from a model
-        call), so a caller need not decode the rest of its attributes.
-        """
-        parent = self._place(span_id, parent, start_ns, end_ns)
-        if self._models is None:
-            self._models = {}
-        self._models[span_id] = (start_ns, parent)
-
-    def add_plain_root(self, span_id: str, start_ns: int, end_ns: int) -> None:
-        """Take a plain span without a parent (it may be the trace's run span)."""
-        self._place(span_id, None, start_ns, end_ns)
 
     @property
     def run_span_ids(self) -> frozenset[str]:
@@ -315,8 +286,8 @@ class TraceAnalyzer:
 
 
 def _payload_free(call: ToolCall) -> ToolCall:
-    """A copy of ``call`` without its payloads, built by its record builder."""
-    return _new_tool_call(
+    """A copy of ``call`` without its payloads."""
+    return ToolCall(
         _intern(call.tool),
         ABSENT,
         ABSENT,

@@ -6,8 +6,8 @@ parent links, never payloads or SDK span objects, so memory follows the
 number of tool calls, not the number of bytes. Traces may be interleaved and
 their spans may come in any order: nothing is decided until the input ends.
 
-How each message's spans reach their analyzers, plain spans on a fast path,
-is :mod:`otel_stall.offline.intake`'s business.
+How each message's spans reach their analyzers is
+:mod:`otel_stall.offline.intake`'s business, decoding :mod:`otel_stall.otlp.decode`'s.
 
 Pass two (only for ``--out`` and ``--export-otlp``) reads the input again and
 adds each span's ``stall.*`` attributes and ``stall.detected`` events, so every
@@ -230,28 +230,42 @@ class Replayer:
             label = (labels or {}).get(path, _label(path))
             for unit in self._units(path, label, scratch):
                 if unit.proto is not None:
-                    try:
-                        message = TracesData.FromString(unit.proto)
-                    except (ProtoDecodeError, RuntimeError):
-                        continue
-                    for rs in message.resource_spans:
-                        for ss in rs.scope_spans:
-                            for span in ss.spans:
-                                attrs, events = self._lookup(
-                                    result, span.trace_id.hex(), span.span_id.hex()
-                                )
-                                if attrs or events or strip:
-                                    enrich_proto_span(span, attrs, events, redact=strip)
-                    yield unit, message
-                elif isinstance(unit.json, dict):
-                    try:
-                        raw_spans = [span for _, span in iter_json_spans(unit.json)]
-                    except DecodeError:
-                        continue
-                    for span in raw_spans:
-                        if isinstance(span, dict):
-                            self._enrich_json(result, span, strip)
+                    message = self._enriched_proto(result, unit.proto, strip)
+                    if message is not None:
+                        yield unit, message
+                elif isinstance(unit.json, dict) and self._enrich_json_object(
+                    result, unit.json, strip
+                ):
                     yield unit, unit.json
+
+    def _enriched_proto(
+        self, result: ReplayResult, payload: bytes, strip: frozenset[str]
+    ) -> Any | None:
+        """One protobuf message as ``TracesData``, enriched; ``None`` if it does not parse."""
+        try:
+            message = TracesData.FromString(payload)
+        except (ProtoDecodeError, RuntimeError):
+            return None
+        for rs in message.resource_spans:
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    attrs, events = self._lookup(result, span.trace_id.hex(), span.span_id.hex())
+                    if attrs or events or strip:
+                        enrich_proto_span(span, attrs, events, redact=strip)
+        return message
+
+    def _enrich_json_object(
+        self, result: ReplayResult, obj: dict[str, Any], strip: frozenset[str]
+    ) -> bool:
+        """Enrich an OTLP/JSON object's spans in place; False if its structure is broken."""
+        try:
+            raw_spans = [span for _, span in iter_json_spans(obj)]
+        except DecodeError:
+            return False
+        for span in raw_spans:
+            if isinstance(span, dict):
+                self._enrich_json(result, span, strip)
+        return True
 
     def _enrich_json(
         self, result: ReplayResult, span: dict[str, Any], strip: frozenset[str]

@@ -257,15 +257,7 @@ def span_to_json(span: Any) -> dict[str, Any]:
     proto) goes through ``json_format`` so that nothing is lost.
     """
     if not {f.name for f, _ in span.ListFields()} <= _SPAN_FIELDS:
-        obj: dict[str, Any] = json_format.MessageToDict(span, use_integers_for_enums=True)
-        for key in ("traceId", "spanId", "parentSpanId"):
-            if key in obj:
-                obj[key] = _b64_to_hex(obj[key])
-        for link in obj.get("links", ()):
-            for key in ("traceId", "spanId"):
-                if key in link:
-                    link[key] = _b64_to_hex(link[key])
-        return obj
+        return _span_to_json_by_json_format(span)
     out: dict[str, Any] = {"traceId": span.trace_id.hex(), "spanId": span.span_id.hex()}
     if span.trace_state:
         out["traceState"] = span.trace_state
@@ -278,45 +270,63 @@ def span_to_json(span: Any) -> dict[str, Any]:
         out["kind"] = span.kind
     out["startTimeUnixNano"] = str(span.start_time_unix_nano)
     out["endTimeUnixNano"] = str(span.end_time_unix_nano)
-    if span.attributes:
-        out["attributes"] = _key_values_json(span.attributes)
-    if span.dropped_attributes_count:
-        out["droppedAttributesCount"] = span.dropped_attributes_count
+    _put_attributes(out, span)
     if span.events:
-        events = []
-        for e in span.events:
-            event: dict[str, Any] = {"timeUnixNano": str(e.time_unix_nano), "name": e.name}
-            if e.attributes:
-                event["attributes"] = _key_values_json(e.attributes)
-            if e.dropped_attributes_count:
-                event["droppedAttributesCount"] = e.dropped_attributes_count
-            events.append(event)
-        out["events"] = events
+        out["events"] = [_event_to_json(e) for e in span.events]
     if span.dropped_events_count:
         out["droppedEventsCount"] = span.dropped_events_count
     if span.links:
-        links = []
-        for link in span.links:
-            item: dict[str, Any] = {"traceId": link.trace_id.hex(), "spanId": link.span_id.hex()}
-            if link.trace_state:
-                item["traceState"] = link.trace_state
-            if link.attributes:
-                item["attributes"] = _key_values_json(link.attributes)
-            if link.dropped_attributes_count:
-                item["droppedAttributesCount"] = link.dropped_attributes_count
-            if link.flags:
-                item["flags"] = link.flags
-            links.append(item)
-        out["links"] = links
+        out["links"] = [_link_to_json(link) for link in span.links]
     if span.dropped_links_count:
         out["droppedLinksCount"] = span.dropped_links_count
     if span.HasField("status"):
-        status: dict[str, Any] = {}
-        if span.status.message:
-            status["message"] = span.status.message
-        if span.status.code:
-            status["code"] = span.status.code
-        out["status"] = status
+        out["status"] = _status_to_json(span.status)
+    return out
+
+
+def _span_to_json_by_json_format(span: Any) -> dict[str, Any]:
+    """A span with fields this module does not know, through ``json_format`` (ids made hex)."""
+    obj: dict[str, Any] = json_format.MessageToDict(span, use_integers_for_enums=True)
+    for key in ("traceId", "spanId", "parentSpanId"):
+        if key in obj:
+            obj[key] = _b64_to_hex(obj[key])
+    for link in obj.get("links", ()):
+        for key in ("traceId", "spanId"):
+            if key in link:
+                link[key] = _b64_to_hex(link[key])
+    return obj
+
+
+def _put_attributes(out: dict[str, Any], item: Any) -> None:
+    """``attributes`` and ``droppedAttributesCount`` of a span, event or link, when set."""
+    if item.attributes:
+        out["attributes"] = _key_values_json(item.attributes)
+    if item.dropped_attributes_count:
+        out["droppedAttributesCount"] = item.dropped_attributes_count
+
+
+def _event_to_json(event: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"timeUnixNano": str(event.time_unix_nano), "name": event.name}
+    _put_attributes(out, event)
+    return out
+
+
+def _link_to_json(link: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"traceId": link.trace_id.hex(), "spanId": link.span_id.hex()}
+    if link.trace_state:
+        out["traceState"] = link.trace_state
+    _put_attributes(out, link)
+    if link.flags:
+        out["flags"] = link.flags
+    return out
+
+
+def _status_to_json(status: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if status.message:
+        out["message"] = status.message
+    if status.code:
+        out["code"] = status.code
     return out
 
 

@@ -1,0 +1,277 @@
+"""Classify spans as they arrive, and detect on a decided trace: all the gateway asks the decoder.
+
+Every call into ``otel_stall.otlp`` and ``otel_stall.offline`` the gateway
+makes is here, so a rename there is one edit here.
+
+Classification reads a span's role attributes only
+(:attr:`Conventions.role_keys`, all that :meth:`Conventions.role` reads), and
+only in a ``ScopeSpans`` whose bytes hold one of those keys at all: ordinary
+HTTP, database and queue spans are never decoded past their ids. Detection
+feeds :class:`~otel_stall.offline.analysis.TraceAnalyzer` in arrival order, as
+the replay's intake does, so a trace gets the replay's verdicts and attributes.
+
+A trace whose parent chains would cost too much to walk (a cycle, or a very
+deep chain under many tool and model spans) is forwarded un-enriched instead
+of being analysed: one trace must not hold an Export call or the sweeper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from otel_stall.conventions import Conventions, Role, SpanRecord, is_agent_span_name
+from otel_stall.core.policy import StallPolicy
+from otel_stall.gateway.buffer import AGENT, FULL, MODEL, ROOT, TOOL, Entry, Held, Ready
+from otel_stall.gateway.wire import Piece, varint
+from otel_stall.offline.analysis import TraceAnalyzer, TraceResult
+from otel_stall.otlp.decode import (
+    any_value_to_python,
+    record_from_proto_span,
+)
+from otel_stall.otlp.encode import enrich_proto_span, python_to_any_value
+from otel_stall.semconv import GenAIAttributes, GenAIOperation, StallEventAttributes
+
+__all__ = ["AGENT_NAME", "ANCESTRY_BUDGET", "Detector", "Outcome", "ancestry_cost"]
+
+AGENT_NAME: Final = GenAIOperation.INVOKE_AGENT.encode()
+"""Bytes every span named as an agent span holds (``invoke_agent …``)."""
+ANCESTRY_BUDGET: Final = 250_000
+"""Most parent hops one trace's analysis may walk (about a tenth of a second)."""
+MAX_HOPS: Final = 10_000
+"""The analysis stops a walk after this many hops (``offline.analysis``)."""
+_EVENT: Final = StallEventAttributes.EVENT_NAME
+_KINDS: Final = {Role.TOOL: TOOL, Role.MODEL: MODEL, Role.AGENT: AGENT}
+_PRIORITY: Final = (GenAIAttributes.OPERATION_NAME,)
+_ATTRIBUTE_FIELD: Final = b"\x4a"
+"""``Span.attributes`` (field 9, length-delimited) on the wire."""
+_STALL_PREFIX: Final = "stall."
+_CACHE_MAX: Final = 50_000
+
+
+class _Encodings:
+    """Encoded ``stall.*`` attributes, by key and value, to append to a span as bytes.
+
+    :func:`enrich_proto_span` adds each attribute through upb's Python API,
+    which was a fifth of the gateway's CPU on agent traffic (bench_gateway,
+    ``agent``); the ``stall.*`` values repeat (actions, counts, statuses), so
+    each is encoded once, by that same :func:`python_to_any_value`, and a span
+    takes them with one ``MergeFromString`` (repeated fields append), about
+    a hundredth of the cost per span. The result is the message
+    :func:`enrich_proto_span` makes; a span that already holds a ``stall.*``
+    key (enriched upstream) still goes through it, to overwrite in place.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, type, Any], bytes] = {}
+
+    def blob(self, attributes: dict[str, Any]) -> bytes:
+        cache = self._cache
+        parts: list[bytes] = []
+        for key, value in attributes.items():
+            hashable = tuple(value) if isinstance(value, list) else value
+            index = (key, type(value), hashable)
+            encoded = cache.get(index)
+            if encoded is None:
+                kv = KeyValue(key=key)
+                python_to_any_value(value, kv.value)
+                data = kv.SerializeToString()
+                encoded = _ATTRIBUTE_FIELD + varint(len(data)) + data
+                if len(cache) >= _CACHE_MAX:
+                    cache.clear()
+                cache[index] = encoded
+            parts.append(encoded)
+        return b"".join(parts)
+
+
+_ENCODINGS: Final = _Encodings()
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What detection made of one trace."""
+
+    result: TraceResult | None
+    """``None`` when the trace was not analysed (nothing to detect, or too costly)."""
+    pieces: list[Piece]
+    """Its held spans, enriched where detection says, ready to pack."""
+    live_changed: bool = False
+    """Whether a span still in the current request was enriched in place."""
+    skipped: str = ""
+    """Why it was not analysed, when that is worth counting (``too_complex``)."""
+
+
+class Detector:
+    """Span classification and per-trace detection for one pipeline."""
+
+    def __init__(self, policy: StallPolicy, conventions: Conventions) -> None:
+        self.policy = policy
+        self.conventions = conventions
+        interest = conventions.role_keys
+        self.interest = interest
+        """Role attribute keys, or ``None``: a custom ``role`` reads anything, decode every span."""
+        ordered = sorted(interest or (), key=lambda k: k not in _PRIORITY)
+        self.interest_bytes = tuple(k.encode() for k in ordered)
+
+    def kind_of(self, span: Any) -> int:
+        """``TOOL``, ``MODEL``, ``AGENT`` or 0, from the role attributes alone."""
+        interest = self.interest
+        assert interest is not None
+        found: dict[str, Any] | None = None
+        for kv in span.attributes:
+            key = kv.key
+            if key in interest:
+                if found is None:
+                    found = {}
+                found[key] = any_value_to_python(kv.value)
+        if found is None:
+            return 0
+        return _KINDS.get(self.conventions.role(found), 0)
+
+    @staticmethod
+    def named_as_agent(span: Any) -> bool:
+        """Whether the span's name marks a run (the full decoder then decides its role)."""
+        return is_agent_span_name(span.name)
+
+    # -- a decided trace ------------------------------------------------------------------
+
+    def detect(self, ready: Ready) -> Outcome:
+        """Analyse one trace and enrich its spans; held spans come back as pieces."""
+        entries = ready.entries
+        active = sum(1 for e in entries if e.kind in (TOOL, MODEL, FULL))
+        if not active:
+            # No tool or model span: the analysis would find no run (and cost nothing).
+            return Outcome(None, _as_is(entries))
+        if active * MAX_HOPS > ANCESTRY_BUDGET and (
+            ancestry_cost(entries, ready.links) > ANCESTRY_BUDGET
+        ):
+            return Outcome(None, _as_is(entries), skipped="too_complex")
+        messages: dict[int, Any] = {}
+        analyzer = self._analyzer(ready, messages)
+        result = analyzer.analyse()
+        pieces: list[Piece] = []
+        live_changed = False
+        attributes, events = result.attributes, result.events
+        for index, entry in enumerate(entries):
+            source = entry.source
+            if source is None:
+                continue
+            span = messages.get(index, source)
+            changed = False
+            if attributes or events:
+                changed = _enrich(span, entry, attributes, events)
+            if isinstance(source, Held):
+                pieces.append(
+                    (source.envelope, span.SerializeToString() if changed else source.data)
+                )
+            elif changed:
+                live_changed = True
+        return Outcome(result, pieces, live_changed)
+
+    def _analyzer(self, ready: Ready, messages: dict[int, Any]) -> TraceAnalyzer:
+        """A :class:`TraceAnalyzer` fed the trace in arrival order, as the replay feeds it.
+
+        Model spans and plain roots were forwarded already; their entries keep
+        what the analysis reads of them (ids and times), given as bare records.
+        """
+        trace_id = ready.trace_id.hex()
+        analyzer = TraceAnalyzer(trace_id, self.policy, self.conventions)
+        links = bytes(ready.links)
+        for i in range(0, len(links), 16):
+            analyzer.add_link(links[i : i + 16])
+        for index, entry in enumerate(ready.entries):
+            if entry.kind in (MODEL, ROOT):
+                parent = entry.parent.hex() if entry.parent else None
+                bare = SpanRecord(
+                    trace_id, entry.span_id.hex(), parent, "", entry.start_ns, entry.end_ns, {}
+                )
+                analyzer.add(bare, Role.MODEL if entry.kind == MODEL else Role.OTHER)
+                continue
+            span = entry.source
+            if isinstance(span, Held):
+                span = messages[index] = Span.FromString(span.data)
+            analyzer.add(record_from_proto_span(span))
+        return analyzer
+
+
+def _enrich(
+    span: Any,
+    entry: Entry,
+    attributes: dict[str, Any],
+    events: dict[str, Any],
+) -> bool:
+    span_id = entry.span_id.hex()
+    attrs = attributes.get(span_id)
+    span_events = events.get(span_id)
+    if span_events and any(e.name == _EVENT for e in span.events):
+        # Already enriched upstream (a live StallSpanProcessor): keep its events.
+        span_events = None
+    if not attrs and not span_events:
+        return False
+    if attrs and not any(kv.key.startswith(_STALL_PREFIX) for kv in span.attributes):
+        span.MergeFromString(_ENCODINGS.blob(attrs))
+        attrs = None
+    enrich_proto_span(span, attrs or {}, span_events or ())
+    return True
+
+
+def _as_is(entries: list[Entry]) -> list[Piece]:
+    return [(e.source.envelope, e.source.data) for e in entries if isinstance(e.source, Held)]
+
+
+def ancestry_cost(entries: list[Entry], links: bytearray) -> int:
+    """An upper bound on the parent hops the analysis walks for this trace.
+
+    Each tool and model span walks up to its run; the walk ends at an agent
+    span, at a parent not in the trace, or after :data:`MAX_HOPS`. Depths are
+    memoised and a cycle counts as :data:`MAX_HOPS`, so this costs one pass.
+    """
+    data = bytes(links)
+    parents: dict[bytes, bytes] = {
+        data[i : i + 8]: data[i + 8 : i + 16] for i in range(0, len(data), 16)
+    }
+    stops: set[bytes] = set()
+    for entry in entries:
+        parents[entry.span_id] = entry.parent
+        if entry.kind == AGENT:
+            stops.add(entry.span_id)
+    depth: dict[bytes, int] = {}
+    total = 0
+    for entry in entries:
+        if entry.kind in (TOOL, MODEL, FULL) and entry.parent:
+            total += _depth(entry.parent, parents, stops, depth)
+    return total
+
+
+def _depth(
+    start: bytes, parents: dict[bytes, bytes], stops: set[bytes], memo: dict[bytes, int]
+) -> int:
+    """Hops from ``start`` up to a stop, memoised; a cycle or a too-long chain is ``MAX_HOPS``."""
+    path: list[bytes] = []
+    seen: set[bytes] = set()
+    node = start
+    while True:
+        known = memo.get(node)
+        if known is not None:
+            hops = known
+            break
+        if node in stops or node not in parents:
+            hops = 1
+            break
+        if node in seen:
+            hops = MAX_HOPS
+            break
+        seen.add(node)
+        path.append(node)
+        parent = parents[node]
+        if not parent:
+            hops = 1
+            break
+        node = parent
+    for node in reversed(path):
+        hops = min(hops + 1, MAX_HOPS)
+        memo[node] = hops
+    return hops
