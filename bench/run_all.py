@@ -5,6 +5,9 @@ memory from skewing the next. Each script prints a markdown section (shown
 here as it runs); the page is a header naming the date and the machine, a
 short guide to reading it, and those sections, in order. ``--quick`` is
 passed on to every script for a fast run, and the page says it was one.
+``--before DIR`` also runs the processor benchmarks with another checkout's
+interpreter (``DIR/.venv/bin/python``, which imports that checkout's code), each
+section right after this checkout's, so the page shows the two side by side.
 Exits non-zero if any script failed, after running them all; the page then
 says which.
 """
@@ -25,6 +28,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PAGE = ROOT / "docs" / "performance.md"
+
+COMPARABLE = frozenset({"bench_processor_wiring.py", "bench_processor_instructions.py"})
+"""The scripts that use only the package root's API, so they run against an older checkout."""
 
 SCRIPTS = (
     ("bench_processor_wiring.py", ()),
@@ -52,8 +58,9 @@ GUIDE = """\
   interpreter's run slower than compiled code's, so their ratio is not the clock's.
 - Replay and the detector are compared with the cost of only parsing the same input:
   the least any reader of these spans must pay.
-- To measure another checkout (an older commit, say), run the processor benchmarks
-  with that checkout's interpreter: `OTHER/.venv/bin/python bench/bench_processor_wiring.py`.
+- To measure another checkout (an older commit, say) beside this one, build its `.venv`
+  and run `.venv/bin/python bench/run_all.py --before OTHER`, or run one processor
+  benchmark with its interpreter: `OTHER/.venv/bin/python bench/bench_processor_wiring.py`.
 """
 
 
@@ -75,12 +82,7 @@ def machine() -> str:
     versions = {
         name: importlib.metadata.version(name) for name in ("otel-stall", "opentelemetry-sdk")
     }
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
+    commit = commit_of(ROOT)
     valgrind = "valgrind " + (
         subprocess.run(["valgrind", "--version"], capture_output=True, text=True, check=False)
         .stdout.strip()
@@ -97,12 +99,22 @@ def machine() -> str:
     )
 
 
-def run(script: str, arguments: list[str]) -> tuple[int, str]:
+def commit_of(checkout: Path) -> str:
+    """A checkout's short commit, or an empty string."""
+    return subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+
+
+def run(script: str, arguments: list[str], python: str = sys.executable) -> tuple[int, str]:
     """Run one script; show its output as it comes and return its exit code and output."""
-    print(f"== {script}", file=sys.stderr, flush=True)
+    print(f"== {script} ({python})", file=sys.stderr, flush=True)
     start = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, str(HERE / script), *arguments],
+        [python, str(HERE / script), *arguments],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -118,20 +130,40 @@ def run(script: str, arguments: list[str]) -> tuple[int, str]:
     return code, "".join(lines)
 
 
+def earlier(output: str, checkout: Path) -> str:
+    """A section from another checkout's code, its heading saying which."""
+    heading, _, rest = output.strip().partition("\n")
+    commit = commit_of(checkout)
+    return f"{heading}: earlier code (`{checkout}`{f' at {commit}' if commit else ''})\n{rest}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="a fast, rougher run")
     parser.add_argument("--out", type=Path, default=PAGE, help=f"default {PAGE.relative_to(ROOT)}")
+    parser.add_argument(
+        "--before", type=Path, metavar="DIR", help="also run the processor benchmarks on DIR's code"
+    )
     options = parser.parse_args(argv)
     started = datetime.datetime.now(datetime.timezone.utc)
     sections: list[str] = []
     failed: list[str] = []
     for script, full in SCRIPTS:
-        code, output = run(script, ["--quick"] if options.quick else list(full))
+        arguments = ["--quick"] if options.quick else list(full)
+        code, output = run(script, arguments)
         sections.append(output.strip() + "\n")
         if code != 0:
             failed.append(script)
             sections.append(f"**`bench/{script}` failed (exit {code}).**\n")
+        if options.before is not None and script in COMPARABLE:
+            python = options.before.resolve() / ".venv" / "bin" / "python"
+            code, output = run(script, arguments, str(python))
+            sections.append(earlier(output, options.before.resolve()))
+            if code != 0:
+                failed.append(f"{script} ({options.before})")
+                sections.append(
+                    f"**`bench/{script}` on `{options.before}` failed (exit {code}).**\n"
+                )
     command = "`make bench BENCH_ARGS=--quick` (a fast, rougher run)" if options.quick else ""
     header = (
         "# Performance\n\n"
