@@ -14,6 +14,9 @@ spans (one flushed batch each); instructions per span are the difference of the
 two totals over the difference in spans, so the interpreter's start-up, the
 imports, the warm-up and the shutdown cancel out. Hash randomisation is fixed,
 so a run repeats its count closely (gRPC's threads add a little jitter).
+Under valgrind the exporter gets a long timeout, and at the end the receiver must
+hold every span the runs sent, or the script fails: an export that timed out and
+was retried, or dropped, would skew the count.
 
 Run ``.venv/bin/python bench/bench_processor_instructions.py [--quick]``; without
 valgrind it says so and exits 0.
@@ -34,16 +37,20 @@ from pathlib import Path
 from opentelemetry.sdk.trace import TracerProvider
 from workloads import WORKLOADS, Receiver, Workload, pipeline
 
+EXPORT_TIMEOUT = 600.0
+"""Seconds an export may take under valgrind, on a loaded machine, before it is retried."""
+
 TOTALS = re.compile(rb"^(?:summary|totals): (\d+)", re.MULTILINE)
 
 
 def drive(workload: Workload, stall: bool, reps: int, port: int) -> None:
     """The measured process: warm up, then ``reps`` flushed repetitions, then shut down."""
-    provider, _ = pipeline(port, stall)
+    provider, _ = pipeline(port, stall, export_timeout=EXPORT_TIMEOUT)
     tracer = provider.get_tracer("bench")
     for _ in range(reps + 1):
         workload.work(tracer, workload.units)
-        provider.force_flush()
+        if not provider.force_flush(int(EXPORT_TIMEOUT * 1000)):
+            raise SystemExit("force_flush timed out")
     provider.shutdown()
 
 
@@ -116,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         results = list(
             pool.map(lambda job: per_span(job[0], job[1], counts, sink.port, Path(tmp)), jobs)
         )
+        sent = sum(
+            (reps + 1) * spans_per_rep(WORKLOADS[index]) for index, _ in jobs for reps in counts
+        )
+        if sink.count() != sent:
+            raise SystemExit(f"the receiver got {sink.count()} of {sent} spans: counts invalid")
     for i, workload in enumerate(WORKLOADS):
         plain, with_stall = results[2 * i], results[2 * i + 1]
         print(

@@ -236,10 +236,17 @@ def payload_bytes() -> int:
 # -- the pipelines ---------------------------------------------------------------
 
 
-def pipeline(port: int, stall: bool) -> tuple[TracerProvider, StallSpanProcessor | None]:
-    """Pipeline A (``stall`` false) or B, batching to an OTLP/gRPC receiver on ``port``."""
+def pipeline(
+    port: int, stall: bool, export_timeout: float | None = None
+) -> tuple[TracerProvider, StallSpanProcessor | None]:
+    """Pipeline A (``stall`` false) or B, batching to an OTLP/gRPC receiver on ``port``.
+
+    ``export_timeout`` (seconds) replaces the exporter's default of 10 where the
+    process runs far slower than usual (under valgrind), so that no export times
+    out and is retried: a retry would add instructions no user pays.
+    """
     batch: SpanProcessor = BatchSpanProcessor(
-        OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True)
+        OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=export_timeout)
     )
     processor = StallSpanProcessor(batch) if stall else None
     provider = TracerProvider()
