@@ -360,13 +360,6 @@ def test_a_costly_parent_chain_does_not_hold_the_export_call(shape: Any, sink: O
     assert {s.stall.get("stall.verdict") for s in runs} == {None, "break"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    run=False,
-    reason="for the lead (issue 21, item 5): offline/analysis.py _Ancestry.run_of walks each "
-    "chain anew, up to 10,000 hops, without memoising or noticing a cycle; the gateway "
-    "guards itself (too_complex), the replay does not. Remove this mark with the fix.",
-)
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("shape", [cyclic_trace, deep_trace], ids=["cycle", "deep-chain"])
 def test_the_analysis_walks_a_costly_chain_in_linear_time(shape: Any) -> None:
