@@ -26,7 +26,8 @@ from otel_stall.core.config import ConfigError
 from otel_stall.core.errors import InputError
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport, Verdict
-from otel_stall.offline.replay import Replayer, ReplayResult, spooled_stdin
+from otel_stall.offline.readers import DEFAULT_MAX_MESSAGE, FORMATS_READ, MAX_MESSAGE, STDIN
+from otel_stall.offline.replay import STDIN_LABEL, Replayer, ReplayResult, spooled_stdin
 
 __all__ = ["COMMANDS", "build_parser", "cmd_compare", "cmd_demo", "cmd_replay", "main"]
 
@@ -197,11 +198,72 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--redact", action="store_true", help="strip raw arguments and results from --out/--export"
     )
+    _add_input_arguments(parser)
 
 
-def _print_errors(errors: Sequence[InputError], stderr: IO[str]) -> None:
+def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-message-mib",
+        type=_mebibytes,
+        default=DEFAULT_MAX_MESSAGE,
+        metavar="N",
+        help="skip, with an error, any line, document or inflated message over N MiB "
+        f"(default: {DEFAULT_MAX_MESSAGE >> 20}; it bounds memory on compression bombs)",
+    )
+
+
+def _mebibytes(text: str) -> int:
+    """``--max-message-mib``: a whole number of MiB, 1 to 1024, as bytes."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_MESSAGE >> 20:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 1024, got {text!r}")
+    return value << 20
+
+
+def _print_errors(
+    errors: Sequence[InputError], stderr: IO[str], skipped: Sequence[InputError] = ()
+) -> None:
+    """Input errors, then files skipped in directories (not errors: the exit code ignores them)."""
     for error in errors:
         print(f"otel-stall: {error}", file=stderr)
+    for note in skipped:
+        print(f"otel-stall: {note}; skipped", file=stderr)
+
+
+def _no_spans(result: ReplayResult, paths: Sequence[str], stderr: IO[str]) -> bool:
+    """Say so when the inputs hold no span (nor tool call) at all: that is bad input."""
+    if result.spans or result.tool_call_events:
+        return False
+    where = ", ".join(STDIN_LABEL if p == STDIN else p for p in paths)
+    print(f"otel-stall: no spans found in {where}; otel-stall reads {FORMATS_READ}", file=stderr)
+    return True
+
+
+def _refuse_out_over_inputs(out: str, paths: Sequence[str]) -> None:
+    """``--out`` must not be an input, nor inside an input directory: checked before writing."""
+    target = os.path.realpath(out)
+    for path in paths:
+        if path == STDIN:
+            continue
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and os.path.commonpath([real, target]) == real:
+            raise UsageError(
+                f"--out {out} is inside the input directory {path}: it would be read as "
+                "input; write it elsewhere"
+            )
+        if real == target or _same_file(out, path):
+            raise UsageError(f"--out {out} is the input {path}: refusing to overwrite it")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Two names of one file (a hard link), if both exist."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _render(result: ReplayResult, fmt: str, stdout: IO[str]) -> None:
@@ -225,18 +287,24 @@ def _default_format(stdout: IO[str]) -> str:
 def cmd_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """Replay stored spans, report the runs, optionally re-export them enriched."""
     policy = policy_from_args(args)
+    if args.out:
+        _refuse_out_over_inputs(args.out, args.paths)
     with spooled_stdin(args.paths) as (paths, labels):
         with _progress(paths, "reading") as progress:
-            replayer = Replayer(policy, progress=progress, pause_gc=True)
+            replayer = Replayer(
+                policy, progress=progress, pause_gc=True, max_message=args.max_message_mib
+            )
             result = replayer.analyse(
                 paths, labels=labels, keep_enrichment=bool(args.out or args.export_otlp)
             )
         export_failed = False
         if args.out:
             try:
-                with open(args.out, "wb") as out, _progress(paths, "writing") as progress:
+                with _progress(paths, "writing") as progress:
                     replayer.progress = progress
-                    replayer.write_json_lines(result, paths, out, redact=args.redact, labels=labels)
+                    replayer.write_json_lines(
+                        result, paths, args.out, redact=args.redact, labels=labels
+                    )
             except OSError as exc:
                 raise UsageError(f"--out {args.out}: {exc.strerror or exc}") from None
         if args.export_otlp:
@@ -249,8 +317,9 @@ def cmd_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
                 print(f"otel-stall: export: {message}", file=stderr)
             export_failed = sender.failed > 0
     _render(result, args.format or _default_format(stdout), stdout)
-    _print_errors(result.errors, stderr)
-    if result.errors or export_failed:
+    _print_errors(result.errors, stderr, result.skipped)
+    empty = _no_spans(result, args.paths, stderr)
+    if result.errors or export_failed or empty:
         return EXIT_USAGE
     if result.worst.severity >= _FAIL_ON[args.fail_on].severity:
         return EXIT_STALL
@@ -269,14 +338,17 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
         "--min-count", type=int, default=3, help="occurrences that make a signature a loop"
     )
     _add_policy_arguments(parser)
+    _add_input_arguments(parser)
 
 
-def _pick_run(spec: str, policy: StallPolicy, stderr: IO[str]) -> RunReport:
+def _pick_run(spec: str, policy: StallPolicy, max_message: int, stderr: IO[str]) -> RunReport:
     path, _, selector = spec.partition("#")
     if not os.path.exists(path) and "#" in spec:
         path, selector = spec, ""
-    result = Replayer(policy).analyse([path])
-    _print_errors(result.errors, stderr)
+    result = Replayer(policy, max_message=max_message).analyse([path])
+    _print_errors(result.errors, stderr, result.skipped)
+    if _no_spans(result, [path], stderr):
+        raise UsageError(f"{spec}: nothing to compare")
     runs = result.reports
     if selector:
         runs = [
@@ -308,8 +380,8 @@ def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
     from otel_stall.core.compare import Conclusion, compare_runs
 
     policy = policy_from_args(args)
-    a = _pick_run(args.a, policy, stderr)
-    b = _pick_run(args.b, policy, stderr)
+    a = _pick_run(args.a, policy, args.max_message_mib, stderr)
+    b = _pick_run(args.b, policy, args.max_message_mib, stderr)
     comparison = compare_runs(a, b, min_count=args.min_count)
     sections = (
         ("shared", comparison.shared),
@@ -475,6 +547,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args, stdout, stderr)
     except UsageError as exc:
         print(f"otel-stall: {exc}", file=stderr)
+        return EXIT_USAGE
+    except MemoryError:
+        # Caps bound each message, not a whole input's runs: say so, never a traceback
+        # (nor exit 1, which means "stall found").
+        print(
+            "otel-stall: out of memory: the input is too large for this machine "
+            "(--max-message-mib caps one message; split the input to replay it in parts)",
+            file=stderr,
+        )
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
