@@ -139,7 +139,7 @@ def test_every_row_has_a_case_and_every_case_a_row() -> None:
     assert set(ROWS) == {*CASES, OUT_OF_MEMORY}
 
 
-@pytest.mark.parametrize("situation", list(CASES))
+@pytest.mark.parametrize("situation", list(CASES), ids=[c.__name__ for c in CASES.values()])
 def test_the_row_is_what_the_command_line_does(
     situation: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -266,11 +266,7 @@ class _Inflating(io.RawIOBase):
     def _inflate(self, data: bytes) -> bytes:
         inflater = self._inflater
         if inflater is None:
-            inflater = self._inflater = (
-                zlib.decompressobj(31)
-                if self._gzip
-                else zstandard.ZstdDecompressor().decompressobj()
-            )
+            inflater = self._inflater = _new_inflater(self._gzip)
         if self._gzip:
             out: bytes = inflater.decompress(data, _GZIP_STEP)
             self._full = len(out) == _GZIP_STEP
