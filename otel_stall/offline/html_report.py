@@ -101,7 +101,9 @@ def _run(index: int, report: RunReport, options: ReportOptions) -> str:
     onset = stall_onset(report)
     lines = finding_lines(report, redact=options.redact)
     return (
-        f'<section class="run verdict-{verdict}" id="run-{index}" data-onset="{onset or ""}">'
+        f'<section class="run verdict-{verdict}" id="run-{index}" '
+        f'data-run-span="{_e(report.attributes.get("run_span_id") or "")}" '
+        f'data-onset="{onset or ""}">'
         f'<h2><span class="verdict">{verdict}</span> {_e(run_title(report))}</h2>'
         f'<p class="score">{_e(score_explanation(report))}</p>'
         f'<div class="body"><div class="picture">{_timeline(report.ledger, onset)}'
@@ -147,7 +149,7 @@ def _aside(report: RunReport, lines: Sequence[FindingLine], onset: int | None) -
             f"seq {seqs or line.first_seq}{fired}"
             f'<p class="message">{_e(line.message)}</p></li>'
         )
-    parts.append("</ul>")
+    parts.append("</ul>" if lines else '<li class="none">none</li></ul>')
     parts.append(f'<p class="cost">{_e(_cost(report, onset))}</p>')
     parts.append("</aside>")
     return "".join(parts)
@@ -239,8 +241,11 @@ button.call.round-start { margin-left: 6px; }
 button.call.act-warn, button.call.act-escalate, button.call.act-break {
   box-shadow: inset 0 -5px 0 rgba(0, 0, 0, .35); }
 button.call.selected { outline: 3px solid var(--ink); outline-offset: 1px; }
-li.onset-flag { display: block; width: 3px; height: 40px; background: var(--ink);
-  font-size: 0; margin: 0 2px; }
+ol.timeline li.onset-flag { display: block; position: relative; width: 3px; height: 40px;
+  background: var(--ink); margin: 0 3px; color: transparent; font-size: 0; }
+ol.timeline li.onset-flag::after { content: "onset"; position: absolute; top: -14px; left: -12px;
+  font-size: 10px; color: var(--ink); }
+ol.timeline { padding-top: 16px; }
 table.detail { margin-top: 8px; border-collapse: collapse; font-size: 12px; }
 table.detail caption { text-align: left; font-weight: 600; }
 table.detail th { text-align: left; padding: 1px 12px 1px 0; color: var(--muted);
