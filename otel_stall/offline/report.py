@@ -297,8 +297,8 @@ def score_explanation(report: RunReport) -> str:
     text = f"stall score {report.stall_score:.2f}"
     if rows and abs(repeats / len(rows) - report.stall_score) < 1e-9:
         return (
-            f"{text}: {repeats} of {_n(len(rows), 'tool call')} were repeats "
-            "(same call, same result)"
+            f"{text}: {repeats} of {_n(len(rows), 'tool call')} repeated an earlier call "
+            "and its result"
         )
     if not rows and report.stall_score == 0:
         return f"{text}: no tool calls"
