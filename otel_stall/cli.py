@@ -460,7 +460,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="also send the live, enriched spans to an OTLP endpoint (HTTP for .../v1/traces)",
     )
-    parser.add_argument("--format", choices=_FORMATS, default="table")
+    parser.add_argument("--format", choices=("table", "json", "markdown"), default="table")
 
 
 _DEMO_ROUNDS: Final = 12

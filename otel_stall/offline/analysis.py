@@ -35,7 +35,7 @@ from otel_stall.core.stall_attributes import (
     run_span_attributes,
     tool_span_attributes,
 )
-from otel_stall.offline.preview import argument_preview
+from otel_stall.offline.preview import argument_preview, preview_head
 from otel_stall.semconv import StallEventAttributes
 
 _NESTED: Final = "\x00nested"
@@ -122,7 +122,7 @@ class TraceAnalyzer:
         self._agents: dict[str, tuple[str | None, int, str | None]] | None = None
         """Agent spans: agent name, end time and parent id."""
         self._previews: dict[str, str] | None = None
-        """Call signature -> a short preview of its arguments, from its first call (for reports)."""
+        """Call signature -> the start of its first call's arguments, for the reports' previews."""
         self._root_id: str | None = None
         """The earliest parentless span: only its id and times are kept, not the span."""
         self._root_start = 0
@@ -175,9 +175,9 @@ class TraceAnalyzer:
         if previews is None:
             previews = self._previews = {}
         if digests.call_signature not in previews:
-            preview = argument_preview(call.arguments)
-            if preview is not None:
-                previews[digests.call_signature] = preview
+            head = preview_head(call.arguments)
+            if head is not None:
+                previews[digests.call_signature] = head
 
     def _place(self, span_id: str, parent: str | None, start_ns: int, end_ns: int) -> str | None:
         """Count a span, note it if it may be the trace's root, and share its parent's id."""
@@ -304,11 +304,13 @@ class TraceAnalyzer:
         if not previews or not report.findings:
             return {}
         seqs = {f.seq for f in report.findings}
-        return {
-            row.call_signature: previews[row.call_signature]
-            for row in report.ledger
-            if row.seq in seqs and row.call_signature in previews
-        }
+        found: dict[str, str] = {}
+        for row in report.ledger:
+            head = previews.get(row.call_signature) if row.seq in seqs else None
+            preview = None if head is None else argument_preview(head)
+            if preview is not None:
+                found[row.call_signature] = preview
+        return found
 
 
 def _payload_free(call: ToolCall) -> ToolCall:

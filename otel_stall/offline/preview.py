@@ -1,10 +1,10 @@
 """A short, printable preview of a tool call's arguments, for reports people read.
 
 A finding says which call looped; the arguments say why (the same URL, the
-same query). The preview is bounded (:data:`PREVIEW_CHARS`), kept once per
-distinct call, and never printed under ``--redact``. It is made from at most
-:data:`_SCAN_CHARS` characters of text, so a megabyte of arguments costs no
-more than a short one.
+same query). The preview is bounded (:data:`PREVIEW_CHARS`), made once per
+call a finding names, and never printed under ``--redact``. It is made from at
+most :data:`_SCAN_CHARS` characters of text, so a megabyte of arguments costs
+no more than a short one.
 """
 
 from __future__ import annotations
@@ -15,12 +15,25 @@ import orjson
 
 from otel_stall.core.records import ABSENT
 
-__all__ = ["PREVIEW_CHARS", "argument_preview"]
+__all__ = ["PREVIEW_CHARS", "argument_preview", "preview_head"]
 
 PREVIEW_CHARS: Final = 60
 """Longest preview, in characters, the ellipsis included."""
-_SCAN_CHARS: Final = 4 * PREVIEW_CHARS
-"""Characters of the arguments' text looked at: enough for the preview after squeezing spaces."""
+_SCAN_CHARS: Final = 160
+"""Characters of the arguments' text kept and looked at: room for squeezed whitespace."""
+
+
+def preview_head(arguments: Any) -> str | None:
+    """What a preview is later made from: the start of the arguments' text (a slice).
+
+    Cheap enough for every distinct call of a replay (a slice of the JSON
+    text, which is how spans carry arguments); the printable preview is made
+    only for the calls a finding names, by :func:`argument_preview`.
+    """
+    if arguments is ABSENT or arguments is None:
+        return None
+    text = arguments if isinstance(arguments, str) else _json_text(arguments)
+    return text[:_SCAN_CHARS]
 
 
 def argument_preview(arguments: Any) -> str | None:
@@ -28,12 +41,12 @@ def argument_preview(arguments: Any) -> str | None:
 
     JSON text is shown as captured, other values as compact JSON. Runs of
     whitespace become one space, and control characters (a terminal escape in
-    a hostile span) become spaces too.
+    a hostile span) become spaces too. A :func:`preview_head` gives the same.
     """
-    if arguments is ABSENT or arguments is None:
+    head = preview_head(arguments)
+    if head is None:
         return None
-    text = arguments if isinstance(arguments, str) else _json_text(arguments)
-    text = _printable(text[:_SCAN_CHARS])
+    text = _printable(head)
     if not text:
         return None
     if len(text) > PREVIEW_CHARS:
