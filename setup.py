@@ -2,8 +2,7 @@
 
 ``optional=True``: where no compiler is at hand the build still succeeds and
 otel-stall runs on its pure-Python path, which gives the same signatures.
-The vendored xxHash header is found next to ``_canon.c`` (a quoted include);
-``depends`` rebuilds the extension when it changes.
+The extension only canonicalises; hashing is the ``xxhash`` package's.
 """
 
 from setuptools import Extension, setup
@@ -13,7 +12,6 @@ setup(
         Extension(
             "otel_stall.core._canon",
             sources=["otel_stall/core/_canon.c"],
-            depends=["otel_stall/core/_vendor/xxhash/xxhash.h"],
             optional=True,
         ),
     ]

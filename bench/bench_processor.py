@@ -47,7 +47,7 @@ from opentelemetry.trace import Tracer
 from otel_stall.conventions import ROLE_KEYS
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import Status, ToolCall, record_builder
+from otel_stall.core.records import Status, ToolCall
 from otel_stall.core.stall_attributes import tool_span_attributes
 from otel_stall.live.enriched import EnrichedSpan
 from otel_stall.live.processor import StallSpanProcessor
@@ -121,7 +121,6 @@ class DetectOnlyWrapper(SpanProcessor):
         self.signer = self.policy.signer
         self.metrics = StallMetrics()
         self.detectors: dict[int, RunDetector] = {}
-        self.new_call = record_builder(ToolCall)
         self.last: object = None
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -139,9 +138,9 @@ class DetectOnlyWrapper(SpanProcessor):
                 detector = self.detectors[run] = RunDetector(self.policy, ("t", None))
             get = attrs.get
             tool, args, result = get("gen_ai.tool.name"), get(ARGUMENTS), get(RESULT_KEY)
-            call = self.new_call(
-                tool, args, result, Status.OK, None, None, get("gen_ai.tool.call.id"),
-                None, span.start_time or 0, span.end_time or 0, False, False,
+            call = ToolCall(
+                tool, args, result, Status.OK, call_id=get("gen_ai.tool.call.id"),
+                start_ns=span.start_time or 0, end_ns=span.end_time or 0,
             )  # fmt: skip
             row = detector.tool_call(call, self.signer.sign(tool, args, result, Status.OK)).row
             self.metrics.record_row(row)

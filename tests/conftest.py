@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import hypothesis_profiles  # noqa: F401  (registers and loads the profile)
 import pytest
 from otlp_sink import OtlpSink
 

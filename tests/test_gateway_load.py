@@ -31,6 +31,7 @@ def verdicts(sink: OtlpSink) -> Counter[tuple[str, str]]:
     )
 
 
+@pytest.mark.slow
 def test_200k_spans_from_concurrent_exporters_all_arrive_with_right_verdicts(
     sink: OtlpSink,
 ) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +14,7 @@ from stall_pipeline import STYLES, Agent, Call, make_pipeline
 
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import Kind, Verdict
+from otel_stall.live import guard as guard_module
 from otel_stall.live.guard import Refusal, StallDetected, StallGuard
 
 GENAI = STYLES[0]
@@ -173,3 +176,12 @@ def test_before_call_runs_the_callers_code_outside_the_run_lock() -> None:
     assert not runner.is_alive(), "before_call deadlocked on the run's lock"
     assert isinstance(outcome[0], Refusal)
     assert [(s.attributes or {}).get("stall.seq") for s in pipe.named("execute_tool lookup")] == [2]
+
+
+def test_the_guard_module_does_not_import_the_processor() -> None:
+    """guard.py reads the run state through its narrow RunState interface, never the processor."""
+    tree = ast.parse(Path(guard_module.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "otel_stall.live.run_table" in imported  # the check sees the module's imports
+    assert "otel_stall.live.processor" not in imported

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import enum
 import json
-import tempfile
 from typing import Any
 
+import orjson
 import pytest
 
 from otel_stall.core.records import ABSENT, Status
 from otel_stall.core.signing import (
+    CACHE_ENTRIES,
     DEFAULT_VOLATILE_KEYS,
     Content,
     Normaliser,
@@ -122,12 +124,11 @@ def test_volatile_key_only_dropped_when_configured() -> None:
     assert not _same({"a": 1}, {"a": 1, "ts": 5}, normaliser)
 
 
-def test_volatile_key_fast_and_slow_paths_agree() -> None:
-    """A volatile key is dropped whether or not other content forces the Python walk."""
-    n = Normaliser()
-    plain = n.canonical({"ts": 1, "a": "x"})[0]
-    walked = n.canonical({"ts": 1, "a": "x  "})[0]  # trailing spaces force the walk
-    assert plain == walked == b'{"a":"x"}'
+def test_key_that_lowercases_to_a_volatile_name_is_dropped() -> None:
+    """A key with a Kelvin sign lower-cases to an ASCII volatile name and is dropped."""
+    normaliser = Normaliser(volatile_keys=("token",))
+    assert normaliser.canonical({"to\u212aen": 1, "q": 2})[0] == b'{"q":2}'
+    assert normaliser.canonical('{"to\u212aen": 1, "q": 2}')[0] == b'{"q":2}'
 
 
 @pytest.mark.parametrize(
@@ -171,12 +172,49 @@ def test_two_temp_dirs_hash_the_same() -> None:
     assert _same({"path": "/tmp/tmpaaaa1111/x.json"}, {"path": "/tmp/tmpbbbb2222/x.json"})
 
 
-def test_local_temp_dir_is_canonical() -> None:
-    """The temp directory of the machine running the code (TMPDIR) is recognised too."""
-    with tempfile.TemporaryDirectory() as where:
-        text = f"{where}/result.txt"
-        assert Normaliser().normalise_text(text).startswith("$TMPDIR/")
-        assert _same({"p": text}, {"p": "/tmp/tmpzzzz0000/result.txt"})
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("/tmp/x/tmpab12cd34/out.txt", "$TMPDIR/x/tmpab12cd34/out.txt", id="under-tmp"),
+        pytest.param("/scratch/tmp.Xy12/out.txt", "/scratch/tmp.Xy12/out.txt", id="elsewhere"),
+        pytest.param("/home/ci/tmp/tmpab12cd34/f", "/home/ci/tmp/tmpab12cd34/f", id="home-tmp"),
+    ],
+)
+def test_a_custom_temp_dir_is_only_a_path(text: str, expected: str) -> None:
+    """A temp dir outside the fixed roots is a path like any other, whatever TMPDIR says here."""
+    assert Normaliser().normalise_text(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("$TMPDIR/pytest-of-x/pytest-1/tests", "$TMPDIR/*/tests", id="pytest-name"),
+        pytest.param("/var/folder\u017f/ab/cd/T/x", "$TMPDIR/x", id="long-s-in-folders"),
+        pytest.param("/var/folders/ab/cd/T\t", "$TMPDIR", id="root-then-tab"),
+        pytest.param(
+            "$TMPDIR/pytest-of-x/pytest-1", "$TMPDIR/pytest-of-x/pytest-1", id="no-slash-t"
+        ),
+    ],
+)
+def test_temp_dirs_once_missed(text: str, expected: str) -> None:
+    """Temp dirs that a byte scan once missed (and one the definition leaves), in text and JSON."""
+    normaliser = Normaliser()
+    assert normaliser.normalise_text(text) == expected
+    assert normaliser.canonical({"a": text})[0] == orjson.dumps({"a": expected})
+    assert normaliser.canonical(json.dumps({"a": text}))[0] == orjson.dumps({"a": expected})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("src/token/x.py", id="slash-t-word"),
+        pytest.param("a/T b", id="slash-t-then-space"),
+        pytest.param("x/tmp", id="word-before-root"),
+    ],
+)
+def test_paths_that_are_not_temp_dirs_stay(text: str) -> None:
+    """Slashes followed by a t that ends no temp root are left as they are."""
+    assert Normaliser().canonical({"p": text})[0] == orjson.dumps({"p": text})
 
 
 @pytest.mark.parametrize(
@@ -362,3 +400,93 @@ def test_digest_helper() -> None:
 def test_parse_volatile_keys(spec: Any, expected: tuple[str, ...]) -> None:
     """Volatile keys come as a comma list, ``+`` extends the defaults, or an iterable."""
     assert parse_volatile_keys(spec) == expected
+
+
+class Shade(enum.Enum):
+    """A plain enum."""
+
+    SPACED = " a  b "
+    ZERO = 0
+
+
+@pytest.mark.parametrize(
+    ("value", "same_as"),
+    [
+        pytest.param(Shade.SPACED, "a b", id="plain-enum"),
+        pytest.param({"k": [Shade.SPACED]}, {"k": ["a b"]}, id="plain-enum-inside"),
+        pytest.param({"k": Shade.ZERO}, {"k": 0}, id="falsy-plain-enum"),
+        pytest.param({"k": Status.OK}, {"k": "ok"}, id="str-enum"),
+    ],
+)
+def test_an_enum_member_signs_as_its_value(value: Any, same_as: Any) -> None:
+    """An enum member is its value, as JSON has it: normalised, empty when its value is."""
+    assert _same(value, same_as)
+    assert _same(value, same_as, Normaliser(native=False))
+
+
+class OtherStatus(str, enum.Enum):
+    """A str enum that is not ``Status``."""
+
+    OK = "ok"
+
+
+class TextStatus(str):
+    """A str subclass that is not ``Status``."""
+
+
+@pytest.mark.parametrize(
+    ("status", "same_as"),
+    [
+        pytest.param(Status.REFUSED, "refused", id="Status-member"),
+        pytest.param(TextStatus("error"), "error", id="str-subclass"),
+        pytest.param(OtherStatus.OK, str(OtherStatus.OK), id="other-str-enum"),
+        pytest.param(7, "7", id="int"),
+    ],
+)
+def test_status_signs_as_its_text(status: Any, same_as: str) -> None:
+    """A ``Status`` signs as its value, text as itself, anything else as its ``str()``."""
+    assert Signer().sign("t", "{}", "[]", status) == Signer().sign("t", "{}", "[]", same_as)
+
+
+@pytest.mark.parametrize("status", ["\ud800", "ok\udfff"])
+def test_a_status_that_is_not_utf8_is_refused(status: str) -> None:
+    """A status with a lone surrogate raises: a caller's bug, not a payload to fingerprint."""
+    with pytest.raises(UnicodeEncodeError):
+        Signer().sign("tool", "{}", "[]", status)
+
+
+@pytest.mark.parametrize(
+    ("tool", "text"),
+    [
+        pytest.param("t", "caf\udce9", id="lone-surrogate-text"),
+        pytest.param("t", '{"q": "a\udfffb"}', id="lone-surrogate-in-json"),
+        pytest.param("bad\ud800tool", '{"q": 1}', id="lone-surrogate-tool"),
+        pytest.param("t", '{"q": "caf\u00e9"}', id="non-ascii"),
+    ],
+)
+def test_signer_cache_takes_any_text(tool: str, text: str) -> None:
+    """Text that UTF-8 cannot encode strictly still signs, the same twice and in a new signer."""
+    signer = Signer()
+    first = signer.sign(tool, text, text, "ok")
+    assert signer.sign(tool, text, text, "ok") == first
+    assert Signer().sign(tool, text, text, "ok") == first
+
+
+def test_signer_cache_is_keyed_by_tool_and_text() -> None:
+    """A cached call signature is per tool; a cached result digest is shared by every tool."""
+    signer = Signer()
+    search = signer.sign("search", '{"q": 1}', '"hit"', "ok")
+    fetch = signer.sign("fetch", '{"q": 1}', '"hit"', "ok")
+    assert search.call_signature != fetch.call_signature
+    assert search.result_digest == fetch.result_digest
+    assert signer.sign("search", '{"q": 1}', '"hit"', "ok") == search
+
+
+def test_signer_still_agrees_once_its_caches_are_cleared() -> None:
+    """More distinct texts than a cache holds: a full cache is cleared and signing goes on."""
+    signer = Signer()
+    calls = [(f'{{"q":"query {i}"}}', f'{{"hits":[{i}]}}') for i in range(CACHE_ENTRIES + 50)]
+    first = [signer.sign("tool", a, r, Status.OK) for a, r in calls]
+    again = [signer.sign("tool", a, r, Status.OK) for a, r in calls[:100]]
+    assert again == first[:100]
+    assert first[:100] == [Signer().sign("tool", a, r, Status.OK) for a, r in calls[:100]]

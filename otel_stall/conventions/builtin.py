@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from otel_stall.core.config import env_field, parse_names, resolve
-from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall, record_builder
+from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall
 from otel_stall.semconv import (
     ADKAttributes as ADK,
 )
@@ -40,8 +40,6 @@ from otel_stall.semconv import (
 from otel_stall.semconv import (
     TraceloopAttributes as TL,
 )
-
-_new_tool_call: Final = record_builder(ToolCall)
 
 STATUS_UNSET: Final = 0
 STATUS_OK: Final = 1
@@ -95,6 +93,23 @@ class CustomConvention:
 
 
 _MODEL_OPS: Final = frozenset({Op.CHAT, Op.TEXT_COMPLETION, Op.GENERATE_CONTENT})
+
+_ROLE_BY_VALUE: Final[tuple[tuple[str, Mapping[str, Role], bool], ...]] = (
+    (
+        GenAI.OPERATION_NAME,
+        {Op.EXECUTE_TOOL: Role.TOOL, Op.INVOKE_AGENT: Role.AGENT}
+        | dict.fromkeys(_MODEL_OPS, Role.MODEL),
+        False,
+    ),
+    (OI.SPAN_KIND, {"TOOL": Role.TOOL, "LLM": Role.MODEL, "AGENT": Role.AGENT}, True),
+    (TL.SPAN_KIND, {"tool": Role.TOOL, "agent": Role.AGENT}, False),
+    (MCP.METHOD_NAME, {MCP.TOOLS_CALL: Role.TOOL}, False),
+    (TL.LLM_REQUEST_TYPE, {"chat": Role.MODEL, "completion": Role.MODEL}, False),
+)
+"""Role by an attribute's string value, in order of precedence: (key, value → role, fold case)."""
+
+_ROLE_BY_PRESENCE: Final = ((ADK.TOOL_CALL_ARGS, Role.TOOL), (ADK.LLM_REQUEST, Role.MODEL))
+"""Role by an attribute's mere presence (Google ADK), after every value rule."""
 _TOOL_NAME_KEYS: Final = (GenAI.TOOL_NAME, OI.TOOL_NAME, TL.ENTITY_NAME)
 _ARGUMENT_KEYS: Final = (
     GenAI.TOOL_CALL_ARGUMENTS,
@@ -182,36 +197,19 @@ class Conventions:
     # -- classification (hot path: every span passes here) ------------------
 
     def role(self, attributes: Mapping[str, Any] | None) -> Role:
-        """Classify a span by its attributes; most spans leave after a few lookups."""
+        """Classify a span by its attributes: the first convention that names a role wins."""
         if not attributes:
             return Role.OTHER
         get = attributes.get
-        op = get(GenAI.OPERATION_NAME)
-        if op is not None:
-            if op == Op.EXECUTE_TOOL:
-                return Role.TOOL
-            if op in _MODEL_OPS:
-                return Role.MODEL
-            if op == Op.INVOKE_AGENT:
-                return Role.AGENT
-        kind = get(OI.SPAN_KIND)
-        if kind is not None:
-            kind = str(kind).upper()
-            if kind == "TOOL":
-                return Role.TOOL
-            if kind == "LLM":
-                return Role.MODEL
-            if kind == "AGENT":
-                return Role.AGENT
-        kind = get(TL.SPAN_KIND)
-        if kind == "tool":
-            return Role.TOOL
-        if kind == "agent":
-            return Role.AGENT
-        if get(MCP.METHOD_NAME) == MCP.TOOLS_CALL or ADK.TOOL_CALL_ARGS in attributes:
-            return Role.TOOL
-        if get(TL.LLM_REQUEST_TYPE) in ("chat", "completion") or ADK.LLM_REQUEST in attributes:
-            return Role.MODEL
+        for key, roles, fold in _ROLE_BY_VALUE:
+            value = get(key)
+            if value is not None and isinstance(value, str):
+                role = roles.get(value.upper() if fold else value)
+                if role is not None:
+                    return role
+        for key, role in _ROLE_BY_PRESENCE:
+            if key in attributes:
+                return role
         if self._custom_keys:
             return self._custom_role(attributes)
         return Role.OTHER
@@ -311,7 +309,7 @@ class Conventions:
             if result is None:
                 result = _first(attrs, _RESULT_KEYS)
         call_id = get(GenAI.TOOL_CALL_ID)
-        return _new_tool_call(
+        return ToolCall(
             tool or _name_from_span(name),
             arguments,
             result,

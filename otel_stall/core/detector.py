@@ -9,6 +9,13 @@ calls treats each tool call as its own round. Round-level rules (no new facts,
 all calls refused, round budget) are evaluated when a round closes: at the
 next model call, or at :meth:`RunDetector.finish`.
 
+Each rule is one method. :meth:`RunDetector.tool_call` works out a call's
+facts once (its signature if it can be compared, how often and how many times
+in a row it occurred, whether it brought a new fact), then hands them to the
+call-level rules in a fixed order, which is the order of their findings:
+``repeat``, ``duplicate_call``, ``failures``, the call budget.
+:meth:`RunDetector._close_round` runs the round-level rules.
+
 Every unclear case leans toward "new fact" and "continue": a loop that runs a
 little longer is still stopped by failures and budgets, while a healthy run
 that was wrongly cut off cannot be brought back.
@@ -31,6 +38,18 @@ Deliberate decisions, in rule order:
   run replayed from its spans report the same thing. A call that already ran
   in the same round (a batch run one call after another) counts too: by the
   time the model reads the refusal, the earlier result is beside it.
+- Novelty, for ``no_new_facts``: a refused or overloaded call brought nothing;
+  an exempt or approval tool's result, and a result that is empty, was not
+  captured or could not be fingerprinted, always counts as new. A round with
+  one new fact anywhere is progress; a round in which every call was refused
+  counts toward ``refused_rounds`` instead and leaves the no-new-facts streak
+  as it is.
+- ``failures`` counts per tool: ``error`` and ``overloaded`` extend the tool's
+  streak, only that tool's success resets it, and a refused call does neither.
+- Budgets: refused calls did not run and cost nothing; the first
+  ``overloaded_allowance`` overloaded calls do not count against
+  ``max_tool_calls``, and each round that had one extends ``max_rounds`` by one.
+  The call and round budgets fire once between them.
 - Findings fire once, when a threshold is crossed; a streak that goes on does
   not fire again until it has reset. A row's ``action`` reflects the state at
   that row (the 6th back-to-back repeat still says ``break``). Round-level
@@ -43,10 +62,10 @@ Deliberate decisions, in rule order:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from otel_stall.core import messages
 from otel_stall.core.policy import DuplicateMode, StallPolicy
@@ -64,30 +83,33 @@ from otel_stall.core.records import (
     Status,
     ToolCall,
     Verdict,
-    record_builder,
 )
 from otel_stall.core.signing import Content, Digests
 
-_FAILED = (Status.ERROR, Status.OVERLOADED)
+# Enum members that every tool call compares with, read once here. On CPython 3.11
+# reading a member from its class (``Status.OK``) goes through ``EnumType.__getattr__``'s
+# hook, about 1,000 instructions against 150 for a module global; a call compares about
+# fifteen (``Digests.comparable`` alone reads four, hence ``_KNOWN``). Read from their
+# classes they made the detector's own work per call (digests given) 2.2 times as
+# costly, and a whole call (signing included) 40% more (``bench/bench_detector.py
+# --callgrind``). Members read only when a rule fires are read from their class.
+_OK: Final = Status.OK
+_ERROR: Final = Status.ERROR
+_REFUSED: Final = Status.REFUSED
+_OVERLOADED: Final = Status.OVERLOADED
+_PRESENT: Final = Content.PRESENT
+_KNOWN: Final = (Content.PRESENT, Content.EMPTY)
+"""What :attr:`Content.known` accepts: content that has a digest to compare."""
+_CONTINUE: Final = Action.CONTINUE
+_RUN_MODE: Final = DuplicateMode.RUN
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Observation:
     """What one tool call produced: its ledger row and any findings it fired."""
 
     row: LedgerRow
     findings: tuple[Finding, ...] = ()
-
-
-@dataclass(slots=True)
-class _Round:
-    number: int
-    first_seq: int = 0
-    last: LedgerRow | None = None
-    calls: int = 0
-    ran: int = 0
-    new_fact: bool = False
-    overloaded: bool = False
 
 
 @dataclass(slots=True)
@@ -103,33 +125,33 @@ class _Streak:
         self.count += 1
         return self.count
 
-
-class _ToolInfo(NamedTuple):
-    """What the policy says about one tool name, looked up once per run."""
-
-    exempt: bool
-    approval: bool
-    warn_at: int
-    break_at: int
+    def reset(self) -> None:
+        self.count = 0
 
 
-# Records built on the hot path with every field known: see record_builder.
-_new_row: Final = record_builder(LedgerRow, leaves=(Status, Action))
-_new_finding: Final = record_builder(Finding, leaves=(Kind, Action))
-_new_observation: Final = record_builder(Observation)
-_new_report: Final = record_builder(RunReport)
-_new_round: Final = record_builder(_Round)
-_SEVERITY: Final = ACTION_SEVERITY
-_VERDICT_OF: Final = {action: Verdict.of(action) for action in Action}
-"""``Verdict.of`` as a lookup: it runs once per finding."""
-_VERDICT_RANK: Final = {verdict: verdict.severity for verdict in Verdict}
-_CONTINUE: Final = Action.CONTINUE
-_OK: Final = Status.OK
-_ERROR: Final = Status.ERROR
-_REFUSED: Final = Status.REFUSED
-_OVERLOADED: Final = Status.OVERLOADED
-_PRESENT: Final = Content.PRESENT
-_EMPTY: Final = Content.EMPTY
+@dataclass(slots=True)
+class _Round:
+    """The open round: what the round-level rules read when it closes."""
+
+    number: int
+    first_seq: int = 0
+    """The seq of its first tool call."""
+    last: LedgerRow | None = None
+    """Its latest row; ``None`` while it has no tool call."""
+    ran: bool = False
+    """Whether any of its calls ran (was not refused)."""
+    new_fact: bool = False
+    overloaded: bool = False
+    """Whether an overloaded call in it came off the call budget: it extends the round limit."""
+
+    def add(self, row: LedgerRow) -> None:
+        """Count one tool call's row in the round."""
+        if self.last is None:
+            self.first_seq = row.seq
+        self.last = row
+        if row.status is not _REFUSED:
+            self.ran = True
+            self.new_fact = self.new_fact or row.new_fact
 
 
 @dataclass(slots=True)
@@ -151,47 +173,52 @@ class RunDetector:
     _findings: deque[Finding] = field(init=False)
     _calls: int = field(default=0, init=False)
     """Tool calls so far: the seq of the last one."""
+    _rounds: int = field(default=0, init=False)
+    """Rounds opened so far: the number of the last one."""
+    _round: _Round | None = field(default=None, init=False)
+    _model_driven: bool = field(default=False, init=False)
+    # The ledger's counts. Plain ints in the four signature dicts, not [first, count]
+    # pairs: a pair is one more object for the garbage collector to track and
+    # traverse, for every call of the run.
+    _first_seen: dict[str, int] = field(default_factory=dict, init=False)
+    """Full signature -> seq of its first occurrence."""
+    _occurrences: dict[str, int] = field(default_factory=dict, init=False)
+    """Full signature -> occurrences, for those seen more than once."""
     _repeats: int = field(default=0, init=False)
     """Calls that repeated an earlier full signature, for the stall score."""
+    _last_signature: str | None = field(default=None, init=False)
+    _consecutive: int = field(default=0, init=False)
+    # repeat
+    _repeat_fired: Action = field(default=_CONTINUE, init=False)
+    """The most severe repeat finding of the current streak."""
+    # duplicate_call
+    _executed: dict[str, int] = field(default_factory=dict, init=False)
+    """Call signature -> seq of the first call that ran and succeeded."""
+    _executions: dict[str, int] = field(default_factory=dict, init=False)
+    """Call signature -> occurrences, for executed calls made again."""
+    _last_call: str | None = field(default=None, init=False)
+    _call_consecutive: int = field(default=0, init=False)
+    # no_new_facts and refused_rounds
+    _fingerprints: dict[str, None] = field(default_factory=dict, init=False)
+    """Result digests seen (a dict, not a set: it is forgotten oldest first)."""
+    _no_new_facts: _Streak = field(default_factory=_Streak, init=False)
+    _refused: _Streak = field(default_factory=_Streak, init=False)
+    # failures
+    _failing: dict[str, _Streak] = field(default_factory=dict, init=False)
+    """Tool -> its current failure streak."""
+    # budgets
+    _budget_calls: int = field(default=0, init=False)
+    _overloaded_exempted: int = field(default=0, init=False)
+    _overloaded_rounds: int = field(default=0, init=False)
+    _budget_fired: bool = field(default=False, init=False)
+    # findings and verdict
     _fired: int = field(default=0, init=False)
     """Findings so far."""
     _latest: dict[Action, tuple[int, Finding]] = field(default_factory=dict, init=False)
     """The latest finding of each action, numbered as they fired: the report keeps
     them when ``keep`` drops them, so the run's worst finding stays in it."""
-    # Plain ints in these four dicts, not [first, count] pairs: a pair is one more
-    # object for the garbage collector to track and traverse, for every call of the run.
-    _first_seen: dict[str, int] = field(default_factory=dict, init=False)
-    """Full signature -> seq of its first occurrence."""
-    _occurrences: dict[str, int] = field(default_factory=dict, init=False)
-    """Full signature -> occurrences, for those seen more than once."""
-    _executed: dict[str, int] = field(default_factory=dict, init=False)
-    """Call signature -> seq of the first call that ran and succeeded."""
-    _executions: dict[str, int] = field(default_factory=dict, init=False)
-    """Call signature -> occurrences, for executed calls made again."""
-    _fingerprints: dict[str, None] = field(default_factory=dict, init=False)
-    """Result digests seen (a dict, not a set: it is forgotten oldest first)."""
-    _last_signature: str | None = field(default=None, init=False)
-    _consecutive: int = field(default=0, init=False)
-    _repeat_fired: Action = field(default=Action.CONTINUE, init=False)
-    _last_call: str | None = field(default=None, init=False)
-    _call_consecutive: int = field(default=0, init=False)
-    _round: _Round | None = field(default=None, init=False)
-    _rounds: int = field(default=0, init=False)
-    _model_driven: bool = field(default=False, init=False)
-    _no_new_facts: _Streak = field(default_factory=_Streak, init=False)
-    _refused: _Streak = field(default_factory=_Streak, init=False)
-    _failures: dict[str, _Streak] = field(default_factory=dict, init=False)
-    _budget_calls: int = field(default=0, init=False)
-    _overloaded_exempted: int = field(default=0, init=False)
-    _overloaded_rounds: int = field(default=0, init=False)
-    _budget_fired: bool = field(default=False, init=False)
-    _verdict: Verdict = field(default=Verdict.OK, init=False)
-    _tuned_for: StallPolicy | None = field(default=None, init=False, repr=False)
-    _tool_info: dict[str, _ToolInfo] = field(default_factory=dict, init=False, repr=False)
-    _run_mode: bool = field(default=True, init=False, repr=False)
-    _call_limit: int | None = field(default=None, init=False, repr=False)
-    _forget_at: int = field(default=0, init=False, repr=False)
-    """The seq at which the oldest remembered signatures are forgotten next (0: never)."""
+    _worst: Action = field(default=_CONTINUE, init=False)
+    """The most severe action of any finding so far: it makes the verdict."""
 
     def __post_init__(self) -> None:
         self._rows = deque(maxlen=self.keep)
@@ -209,9 +236,7 @@ class RunDetector:
         """A model call closes the current round and opens the next."""
         findings = self._close_round()
         self._model_driven = True
-        opened = self._open_round()
-        if opened:
-            findings += opened
+        findings += self._open_round()
         if findings:  # most model calls fire nothing
             self._record(findings)
         return findings
@@ -219,166 +244,45 @@ class RunDetector:
     def tool_call(self, call: ToolCall, digests: Digests | None = None) -> Observation:
         """Record one tool call; ``digests`` may be computed beforehand, outside any lock.
 
-        The hot path of the whole package (one call per tool span): the common
-        case is inlined, and only a rule that fires calls out to build its finding.
+        Works out the call's facts once, then runs the call-level rules in
+        their fixed order; the row carries the most severe action among them.
         """
-        policy = self.policy
-        if policy is not self._tuned_for:
-            self._tune(policy)
-        findings: list[Finding] = []
-        current = self._round
-        if current is None or not self._model_driven:
-            # Without model calls each tool call is a round, closed as it ends: none is open.
-            if current is not None:
-                findings += self._close_round()
-            findings += self._open_round()
-            current = self._round
-            assert current is not None
-        tool, status = call.tool, call.status
+        findings, current = self._round_for_call()
         if digests is None:
-            digests = policy.signer.sign(tool, call.arguments, call.result, status)
-        rows = self._rows
-        seq = self._calls = self._calls + 1
-        if seq == self._forget_at:
-            self._forget()
-        signature = digests.signature
-        info = self._tool_info.get(tool)
-        if info is None:
-            info = self._tool_info[tool] = _ToolInfo(
-                policy.is_exempt(tool), policy.needs_approval(tool), *policy.thresholds_for(tool)
-            )
-        exempt = call.exempt or info.exempt
-        approval = call.approval or info.approval
-        args_content, result_content = digests.arguments, digests.result
-        args_known = args_content is _PRESENT or args_content is _EMPTY
-        comparable = args_known and (result_content is _PRESENT or result_content is _EMPTY)
+            digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
+        seq = self._next_seq()
+        exempt = call.exempt or self.policy.is_exempt(call.tool)
+        approval = call.approval or self.policy.needs_approval(call.tool)
+        # The full signature only where it tells calls apart: see Digests.comparable.
+        comparable = digests.arguments in _KNOWN and digests.result in _KNOWN
+        signature = digests.signature if comparable else None
+        repeat_of, count = self._occurrence(signature, seq)
+        consecutive = self._back_to_back(signature)
+        same = self._same_call_in_a_row(digests.call_signature)
+        new_fact = self._novelty(call.status, digests, exempt or approval)
 
-        repeat_of: int | None = None
-        count = consecutive = 1
-        if comparable:
-            first = self._first_seen.get(signature)
-            if first is None:
-                self._first_seen[signature] = seq
-            else:
-                occurrences = self._occurrences
-                occurrences[signature] = count = occurrences.get(signature, 1) + 1
-                repeat_of = first
-                self._repeats += 1
-            if signature == self._last_signature:
-                consecutive = self._consecutive + 1
-            self._last_signature = signature
-        else:
-            self._last_signature = None
-        self._consecutive = consecutive
-        if consecutive == 1:
-            self._repeat_fired = _CONTINUE
+        state = self._repeat(call, signature, seq, consecutive, exempt, findings)
+        if not (exempt or approval):
+            self._duplicate(call, digests, seq, same, findings)
+        self._failures(call, digests, seq, findings)
+        self._budget(call, digests, seq, current, findings)
 
-        # Novelty: did this call bring a fact not seen before? Unclear leans to yes.
-        if status is _REFUSED or status is _OVERLOADED:
-            new_fact = False
-        elif exempt or approval or result_content is not _PRESENT:
-            new_fact = True
-        else:
-            fingerprint = digests.result_digest
-            assert fingerprint is not None
-            fingerprints = self._fingerprints
-            new_fact = fingerprint not in fingerprints
-            if new_fact:
-                fingerprints[fingerprint] = None
-
-        state = _CONTINUE
-        if comparable and not exempt and status is _OK and consecutive >= info.warn_at:
-            state = self._repeat(call, digests, seq, consecutive, findings, info)
-        call_signature = digests.call_signature
-        same = self._call_consecutive + 1 if call_signature == self._last_call else 1
-        self._last_call, self._call_consecutive = call_signature, same
-        if not exempt and not approval and args_known:
-            if self._run_mode and call_signature not in self._executed:
-                if status is _OK:
-                    self._executed[call_signature] = seq
-            else:
-                self._duplicate(call, digests, seq, same, findings)
-        if status is _OK:
-            if self._failures:
-                self._failures.pop(tool, None)
-        elif status is _ERROR or status is _OVERLOADED:
-            self._failure(call, digests, seq, findings)
-        if status is not _REFUSED:
-            if status is _OVERLOADED or self._call_limit is not None:
-                self._budget(status, current, seq, call, digests, findings)
-            else:  # what _budget does for a call that ran, with no call budget
-                self._budget_calls += 1
-
-        action = state
-        if findings:
-            for finding in findings:
-                if _SEVERITY[finding.action] > _SEVERITY[action]:
-                    action = finding.action
-        row = _new_row(
+        row = LedgerRow(
             seq,
-            tool,
-            signature,
-            call_signature,
+            call.tool,
+            digests.signature,
+            digests.call_signature,
             digests.result_digest,
             repeat_of,
             count,
             consecutive,
             new_fact,
             current.number,
-            status,
-            action,
+            call.status,
+            _worst(state, findings),
             call.span_id,
         )
-        rows.append(row)
-        current.calls += 1
-        current.last = row
-        if current.first_seq == 0:
-            current.first_seq = seq
-        if status is not _REFUSED:
-            current.ran += 1
-            if new_fact:
-                current.new_fact = True
-        if not self._model_driven:
-            closing = self._close_round()
-            if closing:
-                findings += closing
-                worst = action
-                for finding in closing:
-                    if _SEVERITY[finding.action] > _SEVERITY[worst]:
-                        worst = finding.action
-                row = _with_action(row, worst)
-                rows[-1] = row
-        if findings:
-            self._record(findings)
-            return _new_observation(row, tuple(findings))
-        return _new_observation(row, ())
-
-    def _tune(self, policy: StallPolicy) -> None:
-        """Read the policy's settings once: it is frozen, and the hot path reads them often."""
-        self._tuned_for = policy
-        self._tool_info = {}
-        self._run_mode = policy.duplicate_mode is DuplicateMode.RUN
-        self._call_limit = policy.max_tool_calls
-        memory = policy.max_remembered_calls
-        self._forget_at = 0 if memory is None else self._calls + memory + 1
-
-    def _forget(self) -> None:
-        """Every ``max_remembered_calls`` calls, forget signatures older than the newest that many.
-
-        Bounds a long run's memory. Oldest means first seen (or first run): a call
-        made again after that many others counts as new for the repeat,
-        duplicate and novelty rules. Periodic rather than per insert, to keep
-        the hot path to one comparison; the replay forgets at the same calls.
-        """
-        memory = self.policy.max_remembered_calls
-        assert memory is not None
-        self._forget_at = self._calls + memory
-        self._first_seen = _newest(self._first_seen, memory)
-        self._executed = _newest(self._executed, memory)
-        self._fingerprints = _newest(self._fingerprints, memory)
-        first_seen, executed = self._first_seen, self._executed
-        self._occurrences = {k: v for k, v in self._occurrences.items() if k in first_seen}
-        self._executions = {k: v for k, v in self._executions.items() if k in executed}
+        return self._add_row(row, current, findings)
 
     def check_call(
         self,
@@ -408,32 +312,12 @@ class RunDetector:
             first_seq = self._executed.get(call_signature)
             if first_seq is None:
                 return None
-            return _new_finding(
-                Kind.DUPLICATE_CALL,
-                Action.REFUSE,
-                tool,
-                call_signature,
-                self._executions.get(call_signature, 1) + 1,
-                first_seq,
-                seq,
-                number,
-                messages.duplicate(tool, first_seq),
-            )
-        same = self._call_consecutive + 1 if call_signature == self._last_call else 1
+            count = self._executions.get(call_signature, 1) + 1
+            return _ran_before(tool, call_signature, count, first_seq, seq, number)
+        same = self._in_a_row(call_signature)
         if same < policy.duplicate_consecutive_limit:
             return None
-        first = seq - same + 1
-        return _new_finding(
-            Kind.DUPLICATE_CALL,
-            Action.REFUSE,
-            tool,
-            call_signature,
-            same,
-            first,
-            seq,
-            number,
-            messages.duplicate_in_a_row(tool, same),
-        )
+        return _in_a_row(tool, call_signature, same, seq, number)
 
     def finish(self) -> RunReport:
         """Close the last round and return the final report."""
@@ -447,7 +331,7 @@ class RunDetector:
     @property
     def verdict(self) -> Verdict:
         """The most severe action so far (``refuse`` counts as ``warn``)."""
-        return self._verdict
+        return Verdict.of(self._worst)
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -477,49 +361,132 @@ class RunDetector:
     def report(self) -> RunReport:
         """A snapshot of the run: verdict, stall score, findings and ledger."""
         calls = self._calls
-        # Built as rows are: the replay makes one report per run.
-        return _new_report(
+        return RunReport(
             self.run_key,
-            self._verdict,
+            self.verdict,
             self._repeats / calls if calls else 0.0,
             calls,
             self._rounds,
             self.findings,
             tuple(self._rows),
-            {},
         )
 
-    # -- rules ---------------------------------------------------------------
+    # -- a tool call's facts ---------------------------------------------------
+
+    def _round_for_call(self) -> tuple[list[Finding], _Round]:
+        """The findings that opening the call's round fired, and the round.
+
+        Without model calls each tool call is a round of its own, closed as the
+        call is recorded: none is open, so one is opened for the call.
+        """
+        current = self._round
+        if current is not None and self._model_driven:
+            return [], current
+        findings = [*self._close_round(), *self._open_round()]
+        assert self._round is not None
+        return findings, self._round
+
+    def _next_seq(self) -> int:
+        """Number the call; every ``max_remembered_calls`` calls, forget the oldest signatures."""
+        seq = self._calls = self._calls + 1
+        memory = self.policy.max_remembered_calls
+        if memory is not None and seq > memory and (seq - 1) % memory == 0:
+            self._forget(memory)
+        return seq
+
+    def _forget(self, memory: int) -> None:
+        """Forget signatures older than the newest ``memory``.
+
+        Bounds a long run's memory. Oldest means first seen (or first run): a call
+        made again after that many others counts as new for the repeat,
+        duplicate and novelty rules. Periodic rather than per insert, so that a
+        call pays one comparison; the replay forgets at the same calls.
+        """
+        self._first_seen = _newest(self._first_seen, memory)
+        self._executed = _newest(self._executed, memory)
+        self._fingerprints = _newest(self._fingerprints, memory)
+        first_seen, executed = self._first_seen, self._executed
+        self._occurrences = {k: v for k, v in self._occurrences.items() if k in first_seen}
+        self._executions = {k: v for k, v in self._executions.items() if k in executed}
+
+    def _occurrence(self, signature: str | None, seq: int) -> tuple[int | None, int]:
+        """The row's ``repeat_of`` and ``count``: the signature's first seq and its occurrences.
+
+        ``signature`` is ``None`` for a call that cannot be compared: never a repeat.
+        """
+        if signature is None:
+            return None, 1
+        first = self._first_seen.setdefault(signature, seq)
+        if first == seq:
+            return None, 1
+        count = self._occurrences[signature] = self._occurrences.get(signature, 1) + 1
+        self._repeats += 1
+        return first, count
+
+    def _back_to_back(self, signature: str | None) -> int:
+        """The row's ``consecutive``: calls in a row, this one included, with this signature."""
+        again = signature is not None and signature == self._last_signature
+        self._consecutive = self._consecutive + 1 if again else 1
+        self._last_signature = signature
+        return self._consecutive
+
+    def _in_a_row(self, call_signature: str) -> int:
+        """How many calls in a row would have ``call_signature`` with one more."""
+        return self._call_consecutive + 1 if call_signature == self._last_call else 1
+
+    def _same_call_in_a_row(self, call_signature: str) -> int:
+        """Count the call in the run of identical tool-and-arguments calls; return its length."""
+        same = self._in_a_row(call_signature)
+        self._last_call, self._call_consecutive = call_signature, same
+        return same
+
+    def _novelty(self, status: Status, digests: Digests, always_new: bool) -> bool:
+        """Whether the call brought a fact not seen before: its result's first occurrence.
+
+        Unclear leans to yes: see the module's decisions.
+        """
+        if status is _REFUSED or status is _OVERLOADED:
+            return False
+        if always_new or digests.result is not _PRESENT:
+            return True
+        fingerprint = digests.result_digest
+        assert fingerprint is not None
+        if fingerprint in self._fingerprints:
+            return False
+        self._fingerprints[fingerprint] = None
+        return True
+
+    # -- call-level rules: each adds its findings to ``findings`` --------------
 
     def _repeat(
         self,
         call: ToolCall,
-        digests: Digests,
+        signature: str | None,
         seq: int,
         consecutive: int,
+        exempt: bool,
         findings: list[Finding],
-        info: _ToolInfo,
     ) -> Action:
         """Back-to-back identical calls: warn (one re-plan) at ``warn_at``, break at ``break_at``.
 
-        Fires when a threshold is crossed rather than hit exactly, so a streak
-        that began on calls exempt by their own flag still fires once.
+        Returns the streak's state, which the row carries. Fires when a
+        threshold is crossed rather than hit exactly, so a streak that began on
+        calls exempt by their own flag still fires once.
         """
-        if consecutive >= info.break_at:
-            state = Action.BREAK
-        elif consecutive >= info.warn_at:
-            state = Action.WARN
-        else:
-            return Action.CONTINUE
-        if _SEVERITY[state] > _SEVERITY[self._repeat_fired]:
+        if consecutive == 1:
+            self._repeat_fired = _CONTINUE  # a new streak: it may fire again
+        if signature is None or exempt or call.status is not _OK:
+            return _CONTINUE
+        state = self._repeat_state(call.tool, consecutive)
+        if ACTION_SEVERITY[state] > ACTION_SEVERITY[self._repeat_fired]:
             self._repeat_fired = state
             first_seq = seq - consecutive + 1
             findings.append(
-                _new_finding(
+                Finding(
                     Kind.REPEAT,
                     state,
                     call.tool,
-                    digests.signature,
+                    signature,
                     consecutive,
                     first_seq,
                     seq,
@@ -529,111 +496,129 @@ class RunDetector:
             )
         return state
 
+    def _repeat_state(self, tool: str, consecutive: int) -> Action:
+        """What ``consecutive`` identical calls of ``tool`` amount to, by its thresholds."""
+        warn_at, break_at = self.policy.thresholds_for(tool)
+        if consecutive >= break_at:
+            return Action.BREAK
+        if consecutive >= warn_at:
+            return Action.WARN
+        return _CONTINUE
+
     def _duplicate(
         self, call: ToolCall, digests: Digests, seq: int, same: int, findings: list[Finding]
     ) -> None:
-        policy, status, call_signature = self.policy, call.status, digests.call_signature
-        if policy.duplicate_mode is DuplicateMode.OFF:
+        """``duplicate_call``: refuse a call that already ran, or the Nth same call in a row."""
+        if digests.arguments not in _KNOWN:
             return
-        if policy.duplicate_mode is DuplicateMode.CONSECUTIVE:
-            if same >= policy.duplicate_consecutive_limit:
-                findings.append(
-                    _new_finding(
-                        Kind.DUPLICATE_CALL,
-                        Action.REFUSE,
-                        call.tool,
-                        call_signature,
-                        same,
-                        seq - same + 1,
-                        seq,
-                        self._round_number(),
-                        messages.duplicate_in_a_row(call.tool, same),
-                    )
-                )
-            return
-        number = self._round_number()
-        first_seq = self._executed.get(call_signature)
-        if first_seq is not None:
-            executions = self._executions
-            executions[call_signature] = count = executions.get(call_signature, 1) + 1
+        mode = self.policy.duplicate_mode
+        if mode is _RUN_MODE:
+            self._already_ran(call, digests.call_signature, seq, findings)
+        elif mode is DuplicateMode.CONSECUTIVE and same >= self.policy.duplicate_consecutive_limit:
             findings.append(
-                _new_finding(
-                    Kind.DUPLICATE_CALL,
-                    Action.REFUSE,
-                    call.tool,
-                    call_signature,
-                    count,
-                    first_seq,
-                    seq,
-                    number,
-                    messages.duplicate(call.tool, first_seq),
-                )
+                _in_a_row(call.tool, digests.call_signature, same, seq, self._round_number())
             )
-        elif status is Status.OK:
-            self._executed[call_signature] = seq
 
-    def _failure(self, call: ToolCall, digests: Digests, seq: int, findings: list[Finding]) -> None:
+    def _already_ran(
+        self, call: ToolCall, call_signature: str, seq: int, findings: list[Finding]
+    ) -> None:
+        """Run mode: refuse a call that already ran and succeeded; remember one succeeding now."""
+        first_seq = self._executed.get(call_signature)
+        if first_seq is None:
+            if call.status is _OK:
+                self._executed[call_signature] = seq
+            return
+        executions = self._executions
+        count = executions[call_signature] = executions.get(call_signature, 1) + 1
+        findings.append(
+            _ran_before(call.tool, call_signature, count, first_seq, seq, self._round_number())
+        )
+
+    def _failures(
+        self, call: ToolCall, digests: Digests, seq: int, findings: list[Finding]
+    ) -> None:
+        """One tool failing ``failure_limit`` times in a row escalates; its success resets it."""
         status = call.status
-        if status is Status.OK:
-            self._failures.pop(call.tool, None)
+        if status is _OK:
+            self._failing.pop(call.tool, None)
             return
-        if status not in _FAILED:
+        if status is not _ERROR and status is not _OVERLOADED:
             return
-        streak = self._failures.setdefault(call.tool, _Streak())
-        if streak.bump(seq) == self.policy.failure_limit:
-            findings.append(
-                _new_finding(
-                    Kind.FAILURES,
-                    Action.ESCALATE,
-                    call.tool,
-                    digests.signature,
-                    streak.count,
-                    streak.first_seq,
-                    seq,
-                    self._round_number(),
-                    messages.failures(call.tool, streak.count, streak.first_seq),
-                )
+        streak = self._failing.setdefault(call.tool, _Streak())
+        if streak.bump(seq) != self.policy.failure_limit:
+            return
+        findings.append(
+            Finding(
+                Kind.FAILURES,
+                Action.ESCALATE,
+                call.tool,
+                digests.signature,
+                streak.count,
+                streak.first_seq,
+                seq,
+                self._round_number(),
+                messages.failures(call.tool, streak.count, streak.first_seq),
             )
+        )
 
     def _budget(
         self,
-        status: Status,
-        current: _Round,
-        seq: int,
         call: ToolCall,
         digests: Digests,
+        seq: int,
+        current: _Round,
         findings: list[Finding],
     ) -> None:
-        if status is Status.REFUSED:
+        """``max_tool_calls``: the call that overspends it breaks, once (see the decisions)."""
+        status = call.status
+        if status is _REFUSED:
             return
-        if (
-            status is Status.OVERLOADED
-            and self._overloaded_exempted < self.policy.overloaded_allowance
-        ):
+        if status is _OVERLOADED and self._overloaded_exempted < self.policy.overloaded_allowance:
             self._overloaded_exempted += 1
             current.overloaded = True
             return
         self._budget_calls += 1
         limit = self.policy.max_tool_calls
-        if limit is not None and self._budget_calls > limit and not self._budget_fired:
-            self._budget_fired = True
-            findings.append(
-                _new_finding(
-                    Kind.BUDGET,
-                    Action.BREAK,
-                    call.tool,
-                    digests.signature,
-                    self._budget_calls,
-                    seq,
-                    seq,
-                    current.number,
-                    messages.call_budget(limit),
-                )
+        if limit is None or self._budget_fired or self._budget_calls <= limit:
+            return
+        self._budget_fired = True
+        findings.append(
+            Finding(
+                Kind.BUDGET,
+                Action.BREAK,
+                call.tool,
+                digests.signature,
+                self._budget_calls,
+                seq,
+                seq,
+                current.number,
+                messages.call_budget(limit),
             )
+        )
+
+    def _add_row(self, row: LedgerRow, current: _Round, findings: list[Finding]) -> Observation:
+        """Add the row to the ledger and its round, and record the call's findings.
+
+        A round of its own (no model calls) closes here, before the row is
+        returned: the row carries the round's outcome.
+        """
+        self._rows.append(row)
+        current.add(row)
+        if not self._model_driven:
+            closing = self._close_round()
+            if closing:
+                findings += closing
+                row = self._rows[-1] = replace(row, action=_worst(row.action, closing))
+        if findings:
+            self._record(findings)
+        return Observation(row, tuple(findings))
+
+    # -- rounds and round-level rules ------------------------------------------
 
     def _open_round(self) -> tuple[Finding, ...]:
+        """Open the next round; the round budget breaks, once, on the first one past it."""
         self._rounds += 1
-        self._round = _new_round(self._rounds, 0, None, 0, 0, False, False)
+        self._round = _Round(self._rounds)
         limit = self.policy.max_rounds
         if limit is None or self._budget_fired:
             return ()
@@ -642,7 +627,7 @@ class RunDetector:
             return ()
         self._budget_fired = True
         last = self._rows[-1] if self._rows else None
-        finding = _new_finding(
+        finding = Finding(
             Kind.BUDGET,
             Action.BREAK,
             last.tool if last else "",
@@ -656,57 +641,54 @@ class RunDetector:
         return (finding,)
 
     def _close_round(self) -> tuple[Finding, ...]:
+        """Close the open round, if it had tool calls, through the round-level rules."""
         current, self._round = self._round, None
         if current is None or current.last is None:
             return ()
-        last = current.last
         if current.overloaded:
             self._overloaded_rounds += 1
-        if current.ran == 0:
-            streak, kind = self._refused, Kind.REFUSED_ROUNDS
-            limit = self.policy.refused_rounds_limit
+        if current.ran:
+            finding = self._no_new_facts_rule(current, current.last)
         else:
-            self._refused.count = 0
-            if current.new_fact:
-                self._no_new_facts.count = 0
-                return ()
-            streak, kind = self._no_new_facts, Kind.NO_NEW_FACTS
-            limit = self.policy.no_new_facts_limit
+            finding = self._refused_rounds_rule(current, current.last)
+        return () if finding is None else (finding,)
+
+    def _no_new_facts_rule(self, current: _Round, last: LedgerRow) -> Finding | None:
+        """``no_new_facts_limit`` rounds in a row whose calls ran but brought no new fact break.
+
+        A round in which a call ran also ends a streak of refused rounds.
+        """
+        self._refused.reset()
+        streak = self._no_new_facts
+        if current.new_fact:
+            streak.reset()
+            return None
+        limit = self.policy.no_new_facts_limit
         if streak.bump(current.first_seq) != limit:
-            return ()
-        message = (
-            messages.refused_rounds(limit)
-            if kind is Kind.REFUSED_ROUNDS
-            else messages.no_new_facts(limit, streak.first_seq)
-        )
-        finding = _new_finding(
-            kind,
-            Action.BREAK,
-            last.tool,
-            last.signature,
-            streak.count,
-            streak.first_seq,
-            last.seq,
-            current.number,
-            message,
-        )
-        return (finding,)
+            return None
+        message = messages.no_new_facts(limit, streak.first_seq)
+        return _round_finding(Kind.NO_NEW_FACTS, streak, current, last, message)
+
+    def _refused_rounds_rule(self, current: _Round, last: LedgerRow) -> Finding | None:
+        """``refused_rounds_limit`` rounds in a row in which every call was refused break."""
+        limit = self.policy.refused_rounds_limit
+        if self._refused.bump(current.first_seq) != limit:
+            return None
+        message = messages.refused_rounds(limit)
+        return _round_finding(Kind.REFUSED_ROUNDS, self._refused, current, last, message)
 
     # -- helpers -------------------------------------------------------------
 
     def _round_number(self) -> int:
         return self._round.number if self._round else self._rounds
 
-    def _record(self, findings: Iterable[Finding]) -> None:
-        verdict = self._verdict
+    def _record(self, findings: Sequence[Finding]) -> None:
+        """Keep the findings, numbered, and the latest of each action; track the worst action."""
         for finding in findings:
             self._findings.append(finding)
             self._fired += 1
-            implied = _VERDICT_OF[finding.action]
-            if _VERDICT_RANK[implied] > _VERDICT_RANK[verdict]:
-                verdict = implied
             self._latest[finding.action] = (self._fired, finding)
-        self._verdict = verdict
+        self._worst = _worst(self._worst, findings)
 
 
 def gate_digests(
@@ -725,8 +707,61 @@ def gate_digests(
     return policy.signer.sign(tool, arguments, ABSENT, Status.OK)
 
 
-def _with_action(row: LedgerRow, action: Action) -> LedgerRow:
-    return replace(row, action=action)
+def _ran_before(
+    tool: str, call_signature: str, count: int, first_seq: int, seq: int, number: int
+) -> Finding:
+    """The run-mode refusal: the gate's and the ledger's are the same finding."""
+    return Finding(
+        Kind.DUPLICATE_CALL,
+        Action.REFUSE,
+        tool,
+        call_signature,
+        count,
+        first_seq,
+        seq,
+        number,
+        messages.duplicate(tool, first_seq),
+    )
+
+
+def _in_a_row(tool: str, call_signature: str, same: int, seq: int, number: int) -> Finding:
+    """The consecutive-mode refusal: the gate's and the ledger's are the same finding."""
+    return Finding(
+        Kind.DUPLICATE_CALL,
+        Action.REFUSE,
+        tool,
+        call_signature,
+        same,
+        seq - same + 1,
+        seq,
+        number,
+        messages.duplicate_in_a_row(tool, same),
+    )
+
+
+def _round_finding(
+    kind: Kind, streak: _Streak, current: _Round, last: LedgerRow, message: str
+) -> Finding:
+    """A round-level rule's break, reported at the round's last call."""
+    return Finding(
+        kind,
+        Action.BREAK,
+        last.tool,
+        last.signature,
+        streak.count,
+        streak.first_seq,
+        last.seq,
+        current.number,
+        message,
+    )
+
+
+def _worst(action: Action, findings: Iterable[Finding]) -> Action:
+    """The most severe of ``action`` and the findings' actions (the first of equals)."""
+    for finding in findings:
+        if ACTION_SEVERITY[finding.action] > ACTION_SEVERITY[action]:
+            action = finding.action
+    return action
 
 
 def _newest(entries: dict[str, Any], count: int) -> dict[str, Any]:
@@ -760,9 +795,3 @@ def detect(events: Iterable[Event], policy: StallPolicy | None = None) -> list[R
             detector = runs[event.run_key] = RunDetector(policy, event.run_key)
         detector.feed(event)
     return [d.finish() for d in runs.values()]
-
-
-def iter_findings(reports: Iterable[RunReport]) -> Iterator[Finding]:
-    """Every finding of every report, in order."""
-    for report in reports:
-        yield from report.findings

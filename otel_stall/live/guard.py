@@ -15,16 +15,14 @@ A refused call never ran. Record it as a tool span with ``stall.refused=true``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from opentelemetry import trace
+from opentelemetry.trace import SpanContext
 
 from otel_stall.core.detector import gate_digests
 from otel_stall.core.records import ACTION_SEVERITY, Action, Finding, RunReport, Verdict
-
-if TYPE_CHECKING:
-    from otel_stall.live.processor import StallSpanProcessor
-    from otel_stall.live.run_table import Run, RunTable
+from otel_stall.live.run_table import Run
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,13 +69,28 @@ def _worst(report: RunReport) -> Finding | None:
     return best
 
 
+class RunState(Protocol):
+    """What a guard needs of the live processor, and all it may touch.
+
+    :class:`~otel_stall.live.processor.StallSpanProcessor` is one; the guard
+    depends on these two methods rather than on the processor, so neither
+    module imports the other.
+    """
+
+    def run_for(self, ctx: SpanContext) -> Run | None:
+        """The run a call made inside the span ``ctx`` belongs to, if it has state."""
+        ...
+
+    def report_error(self, where: str, exc: Exception) -> Exception | None:
+        """Count and log an internal error; the error itself when it should surface."""
+        ...
+
+
 class StallGuard:
     """Asks the processor's run state about the run of the current span."""
 
-    def __init__(self, processor: StallSpanProcessor) -> None:
-        self._processor = processor
-        # Package-internal: the guard reads the very run state the processor writes.
-        self._runs: RunTable = processor._table
+    def __init__(self, runs: RunState) -> None:
+        self._runs = runs
 
     def _run(self) -> Run | None:
         ctx = trace.get_current_span().get_span_context()
@@ -109,7 +122,7 @@ class StallGuard:
                     return None
                 finding = detector.check_call(tool, args, digests=digests)
         except Exception as exc:
-            failure = self._processor._error("guard.before_call", exc)
+            failure = self._runs.report_error("guard.before_call", exc)
             if failure is not None:
                 raise
             return None
@@ -138,4 +151,4 @@ class StallGuard:
             raise StallDetected(report)
 
 
-__all__ = ["Refusal", "RunStatus", "StallDetected", "StallGuard"]
+__all__ = ["Refusal", "RunState", "RunStatus", "StallDetected", "StallGuard"]

@@ -1,20 +1,16 @@
 """The live processor's shared state: open runs, span ancestry, and their bounds.
 
 :class:`otel_stall.live.processor.StallSpanProcessor` decides *what* a span means
-(its role, its call, its findings); this module remembers *where* it belongs.
-Keeping the two apart lets the table's locking and memory bounds be read and
-changed in one place, and gives :class:`otel_stall.live.guard.StallGuard` a narrow
-view of the run state instead of the processor's internals.
+(its role, its call, its findings); this module remembers *where* it belongs:
+what a starting span inherits from its parent, the node it leaves for its
+children, and which run a tool or model span feeds. Keeping the two apart lets
+the table's locking and memory bounds be read and changed in one place, and
+gives :class:`otel_stall.live.guard.StallGuard` the run state without the processor.
 
 :class:`RunTable` owns one lock, held only around its dict operations. It never
 touches a detector, a downstream processor or a user callback: a run evicted by
 the TTL or the ``max_runs`` bound is handed to the ``on_evict`` callback after
 the lock is released, and finishing it is the processor's business.
-
-The processor binds :attr:`RunTable.spans` and the hot methods
-(:meth:`RunTable.root_started`, :meth:`RunTable.track`) as its own attributes,
-so a non-tool span pays no extra call layer for the split. The table therefore
-never replaces those dicts: it only mutates them.
 """
 
 from __future__ import annotations
@@ -24,14 +20,12 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any, Final
 
-from opentelemetry.sdk.trace import Span
+from opentelemetry.sdk.trace import ReadableSpan, Span
 from opentelemetry.trace import SpanContext
 
 from otel_stall.conventions import Role
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.records import Finding, RunReport
-
-_OTHER: Final = Role.OTHER
 
 TOUCH: Final = 1.0
 """Seconds within which a run is not moved in the LRU order again (saves a lock)."""
@@ -106,9 +100,9 @@ class Run:
 class Node:
     """The ancestry of one tracked open span: its run, and what its children inherit.
 
-    ``run`` ``None`` means the trace run. Nodes of plain spans are shared: a
-    plain span under a tracked parent stores its parent's ``child`` node, which
-    its own children inherit in turn (``shared``), so tracking it allocates
+    ``run`` ``None`` means the trace run. A plain span's node (``role`` ``None``)
+    is shared: a plain span under a tracked parent stores its parent's ``child``
+    node, which its own children inherit in turn, so tracking it allocates
     nothing. A shared node does not point at itself: a node in a reference
     cycle, and the run it holds, would outlive the span until the cycle
     collector ran, instead of being freed when the span ends.
@@ -120,7 +114,7 @@ class Node:
         self,
         run: Run | None,
         nested: bool,
-        role: Role = _OTHER,
+        role: Role | None = None,
         owned: Run | None = None,
         child: Node | None = None,
     ) -> None:
@@ -128,16 +122,16 @@ class Node:
         self.nested = nested
         """Inside a tool span: the outer tool span is the call, this one is not."""
         self.role = role
-        """The role the span had at its start."""
+        """The role the span had at its start (tool, model or agent); ``None``: a plain span."""
         self.owned = owned
         """The run this span is the run span of (agent spans)."""
-        self.shared = role is _OTHER and owned is None
+        self.shared = role is None
         """A plain span's node: its children inherit this very node."""
         self.child = None if self.shared else child
         """What a child of a tracked span stores; ``None``: children need no entry."""
 
     def inherited(self) -> Node | None:
-        """What a child of this span inherits (the hot paths inline this)."""
+        """What a child of this span inherits."""
         return self if self.shared else self.child
 
 
@@ -197,6 +191,55 @@ class RunTable:
             )
 
     # -- ancestry ------------------------------------------------------------
+
+    def started(self, span: Span) -> Node | None:
+        """At a span's start: what it inherits from its tracked parent; a root is remembered."""
+        parent = span.parent
+        if parent is None:
+            self.root_started(span)
+            return None
+        if not self.spans:
+            return None  # no agent activity in flight: no parent to look up (reading an id costs)
+        node = self.spans.get(parent.span_id)
+        return None if node is None else node.inherited()
+
+    def tool_started(self, span: Span, inherit: Node | None) -> None:
+        """Track a tool span: its children are nested calls, the same call seen again."""
+        run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
+        child = inherit if nested else Node(run, True)
+        self.track(span.get_span_context().span_id, Node(run, nested, Role.TOOL, None, child))
+
+    def model_started(self, span: Span, inherit: Node | None) -> Run | None:
+        """Track a model span; the run it belongs to (``None``: its trace's run)."""
+        run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
+        self.track(span.get_span_context().span_id, Node(run, nested, Role.MODEL, None, inherit))
+        return run
+
+    def agent_started(self, span: Span, inherit: Node | None) -> None:
+        """Track an agent span: it opens its own run, which its descendants belong to."""
+        run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
+        ctx = span.get_span_context()
+        agent = Run(ctx.trace_id, ctx.span_id, span)
+        self.track(ctx.span_id, Node(run, nested, Role.AGENT, agent, Node(agent, False)))
+        if span.parent is None:
+            self.agent_root(ctx.trace_id, agent)
+
+    def span_ended(self, span: ReadableSpan) -> Node | None:
+        """Forget an ended span's ancestry; its node, if it was tracked."""
+        if not self.spans:
+            return None  # no agent activity in flight: nothing to forget (reading an id costs)
+        ctx = span.context
+        return None if ctx is None else self.spans.pop(ctx.span_id, None)
+
+    def untracked(self, span: ReadableSpan) -> Node:
+        """Where an ended span that was not tracked (or was forgotten) belongs, as a plain node.
+
+        Inside its parent's run if the parent is tracked, else in the trace's run.
+        """
+        parent = span.parent
+        parent_node = None if parent is None else self.spans.get(parent.span_id)
+        inherit = None if parent_node is None else parent_node.inherited()
+        return Node(None, False) if inherit is None else Node(inherit.run, inherit.nested)
 
     def root_started(self, span: Span) -> None:
         """Remember an open trace root: it becomes the run span if its trace run is created."""
@@ -271,16 +314,17 @@ class RunTable:
 
     # -- runs ----------------------------------------------------------------
 
-    def use(self, run: Run | None, trace_id: int, parent_id: int | None = None) -> Run | None:
-        """Resolve a run (``None``: the trace's run, created if needed), register and touch it.
+    def use(self, run: Run | None, trace_id: int, parent: SpanContext | None) -> Run | None:
+        """The run a tool or model call feeds, registered and touched.
 
-        ``None`` when the run already ended or was evicted (possibly by this very call),
-        and for a span with no known run begun under an agent span that has ended
-        (``parent_id``): its run is over, and the trace's is not its run.
+        ``run`` is the span's run if known, else ``None``: the trace's run, created
+        if needed. ``None`` when the run already ended or was evicted (possibly by
+        this very call), and for a span with no known run begun under an agent span
+        that has ended (``parent``): its run is over, and the trace's is not its run.
         """
         now = self.clock()
         if run is None:
-            if parent_id in self.ended_agents:
+            if parent is not None and parent.span_id in self.ended_agents:
                 return None
             found = self.roots.get(trace_id)
             run = found if isinstance(found, Run) else self.runs.get((trace_id, None))
@@ -353,14 +397,13 @@ class RunTable:
         runs are the parent's, half-updated perhaps, and their locks may be held
         too. So the child forgets them, as the SDK's batch processor drops the
         parent's queue. No lock is taken here: the old one may be held forever.
-        The dicts are cleared, not replaced (the processor has them bound).
         """
         self.lock = threading.Lock()
         self._empty()
         self.finished = self.evicted = self.forgotten = 0
 
     def _empty(self) -> None:
-        """Clear every table in place (the processor has them bound), under the lock or alone."""
+        """Clear every table, under the lock or alone (in a forked child)."""
         self.runs.clear()
         self.spans.clear()
         self.roots.clear()
