@@ -45,12 +45,15 @@ def normalise(text: str) -> str:
 
 
 def quickstart_env(**extra: str) -> dict[str, str]:
-    """The environment a user's shell would give: this venv first on PATH, 80 columns."""
+    """A user's shell: this venv first on PATH, 80 columns, no OTEL_* settings of ours.
+
+    PYTEST_CURRENT_TEST stays, so an internal error in otel-stall raises rather than
+    failing open, and shows in the test's failure.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     env["COLUMNS"] = "80"  # the README's report was printed at 80 columns
-    env.pop("PYTEST_CURRENT_TEST", None)  # run as a user would, not as a test
     env.update(extra)
     return env
 
