@@ -150,6 +150,19 @@ def test_readme_links_resolve() -> None:
     assert [link for link in relative if not (ROOT / link).exists()] == []
 
 
+def heading_anchors(page: Path) -> set[str]:
+    """The anchors MkDocs gives a page's headings (its toc extension's default slugs)."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[\s-]+", "-", re.sub(r"[^\w\s-]", "", h.lower()).strip()) for h in headings}
+
+
+def test_readme_anchors_resolve() -> None:
+    """Every link from the README to a section of a docs page names a heading of that page."""
+    links = re.findall(r"\]\((docs/[^)#]+\.md)#([^)]+)\)", README.read_text(encoding="utf-8"))
+    assert links
+    assert [(page, a) for page, a in links if a not in heading_anchors(ROOT / page)] == []
+
+
 def test_live_quickstart(live_dir: tuple[Path, str]) -> None:
     """The live quickstart prints each finding as the README shows, and writes its spans."""
     cwd, stdout = live_dir
