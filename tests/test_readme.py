@@ -185,15 +185,51 @@ def test_gateway_quickstart(tmp_path: Path) -> None:
         if os.environ.get("CI") == "true":
             pytest.fail("curl is missing: .ci/run installs it")
         pytest.skip("the gateway quickstart uses curl, which is not installed")
-    ports = {4317: free_port(), 4318: free_port(), 9464: free_port()}
-    env = quickstart_env(
-        OTEL_STALL_GATEWAY_GRPC=f"127.0.0.1:{ports[4317]}",
-        OTEL_STALL_GATEWAY_HTTP=f"127.0.0.1:{ports[4318]}",
-        OTEL_STALL_GATEWAY_METRICS=f"127.0.0.1:{ports[9464]}",
-    )
-    result = run_quickstart("gateway", tmp_path, env, ports)
+    ports = gateway_ports()
+    result = run_quickstart("gateway", tmp_path, gateway_env(ports), ports)
     # One line per series: Prometheus gives no order among them.
     assert sorted(result.stdout.splitlines()) == sorted(expected("gateway").splitlines()), (
         result.stderr + (tmp_path / "gateway.log").read_text(encoding="utf-8")
     )
     assert result.returncode == 0
+
+
+def gateway_ports() -> dict[int, int]:
+    """Free loopback ports for the README's default gateway ports."""
+    return {4317: free_port(), 4318: free_port(), 9464: free_port()}
+
+
+def gateway_env(ports: Mapping[int, int]) -> dict[str, str]:
+    """The gateway quickstart's environment: the gateway listens on ``ports``."""
+    return quickstart_env(
+        OTEL_STALL_GATEWAY_GRPC=f"127.0.0.1:{ports[4317]}",
+        OTEL_STALL_GATEWAY_HTTP=f"127.0.0.1:{ports[4318]}",
+        OTEL_STALL_GATEWAY_METRICS=f"127.0.0.1:{ports[9464]}",
+    )
+
+
+def update_readme(workdir: Path) -> None:
+    """Rewrite the README's output blocks with what the quickstarts print now.
+
+    For a deliberate change of output: ``python tests/test_readme.py --update``,
+    then read the diff before committing it.
+    """
+    outputs = {"live": run_quickstart("live", workdir, quickstart_env()).stdout}
+    outputs["replay"] = run_quickstart("replay", workdir, quickstart_env()).stdout
+    ports = gateway_ports()
+    outputs["gateway"] = run_quickstart("gateway", workdir, gateway_env(ports), ports).stdout
+    text = README.read_text(encoding="utf-8")
+    for name, output in outputs.items():
+        lang, old = readme_blocks("output")[name]
+        marker = f"<!-- output: {name} -->\n```{lang}\n"
+        text = text.replace(marker + old, marker + output)
+    README.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    if sys.argv[1:] != ["--update"]:
+        sys.exit("usage: python tests/test_readme.py --update")
+    with tempfile.TemporaryDirectory() as tmp:
+        update_readme(Path(tmp))
