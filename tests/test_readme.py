@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from otel_stall.semconv import StallAttributes, StallEventAttributes, StallMetricNames
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 MARKED_BLOCK = re.compile(
@@ -161,6 +163,19 @@ def test_readme_anchors_resolve() -> None:
     links = re.findall(r"\]\((docs/[^)#]+\.md)#([^)]+)\)", README.read_text(encoding="utf-8"))
     assert links
     assert [(page, a) for page, a in links if a not in heading_anchors(ROOT / page)] == []
+
+
+def test_readme_names_only_real_attributes() -> None:
+    """Every `stall.*` name in the README is an attribute, event or metric the code defines."""
+    known = {
+        value
+        for cls in (StallAttributes, StallEventAttributes, StallMetricNames)
+        for name, value in vars(cls).items()
+        if name.isupper() and isinstance(value, str)
+    }
+    named = set(re.findall(r"`(stall\.[\w.]+)`", README.read_text(encoding="utf-8")))
+    assert named
+    assert sorted(named - known) == []
 
 
 def test_live_quickstart(live_dir: tuple[Path, str]) -> None:
