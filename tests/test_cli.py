@@ -43,6 +43,7 @@ FINDING_KEYS = {
     "seq",
     "round",
     "message",
+    "arguments_preview",
 }
 LEDGER_KEYS = {
     "seq",
@@ -181,7 +182,7 @@ def test_threshold_moves_the_break(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize("fmt", ["table", "markdown"])
 def test_human_formats(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Table and Markdown show each run's verdict, the ledger columns and the stall score."""
-    assert main(["replay", JSONL, "--format", fmt]) == 1
+    assert main(["replay", JSONL, "--format", fmt, "--all"]) == 1
     out = capsys.readouterr().out
     for text in ("researcher", "break", "repeat_of", "new_fact", "stall score", "librarian"):
         assert text in out
@@ -249,8 +250,8 @@ def test_demo_runs_live_then_replays(tmp_path: Path, capsys: pytest.CaptureFixtu
     capture = tmp_path / "demo.jsonl"
     assert main(["demo", "--capture", str(capture), "--format", "json"]) == 0
     out = capsys.readouterr().out
-    assert "live: repeat -> break" in out
-    report = json.loads(out[out.index("{") :])
+    assert "refused by the gate" in out
+    report = json.loads(out[out.index("\n{\n") + 1 :])
     assert sorted(r["verdict"] for r in report["runs"]) == ["break", "ok"]
     assert report["summary"]["spans"] == len(
         [

@@ -572,7 +572,8 @@ def test_an_empty_bearer_token_refuses_to_start(source: str, tmp_path: Path) -> 
     env = {"OTEL_STALL_GATEWAY_BEARER_TOKEN": ""} if source == "environment" else {}
     result = serve("--grpc=off", "--http=off", "--metrics=off", *args, env=env)
     assert result.returncode == 2, result.stderr
-    assert "bearer_token" in result.stderr
+    named = {"flag": "--bearer-token:", "environment": "OTEL_STALL_GATEWAY_BEARER_TOKEN"}
+    assert named.get(source, "--bearer-token-file:") in result.stderr  # what the user set
 
 
 def test_bearer_token_file_is_required_like_the_token(tmp_path: Path, sink: OtlpSink) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Any, Final
 
 from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, is_agent_span_name
 from otel_stall.core.detector import RunDetector
@@ -35,6 +35,7 @@ from otel_stall.core.stall_attributes import (
     run_span_attributes,
     tool_span_attributes,
 )
+from otel_stall.offline.preview import argument_preview, preview_head
 from otel_stall.semconv import StallEventAttributes
 
 _NESTED: Final = "\x00nested"
@@ -90,6 +91,7 @@ class TraceAnalyzer:
         "_links",
         "_models",
         "_odd_links",
+        "_previews",
         "_root_end",
         "_root_id",
         "_root_start",
@@ -120,6 +122,8 @@ class TraceAnalyzer:
         """Model spans: start time and parent id."""
         self._agents: dict[str, tuple[str | None, int, str | None]] | None = None
         """Agent spans: agent name, end time and parent id."""
+        self._previews: dict[str, str] | None = None
+        """Call signature -> the start of its first call's arguments, for the reports' previews."""
         self._root_id: str | None = None
         """The earliest parentless span: only its id and times are kept, not the span."""
         self._root_start = 0
@@ -168,6 +172,13 @@ class TraceAnalyzer:
         if self._tools is None:
             self._tools = {}
         self._tools[span_id] = (_payload_free(call), digests, parent)
+        previews = self._previews
+        if previews is None:
+            previews = self._previews = {}
+        if digests.call_signature not in previews:
+            head = preview_head(call.arguments)
+            if head is not None:
+                previews[digests.call_signature] = head
 
     def _place(self, span_id: str, parent: str | None, start_ns: int, end_ns: int) -> str | None:
         """Count a span, note it if it may be the trace's root, and share its parent's id."""
@@ -262,11 +273,14 @@ class TraceAnalyzer:
             end_ns = keys[-1][0] if keys else 0
         before = len(detector.findings) if enrich else 0
         report = detector.finish()
-        context = {
+        context: dict[str, Any] = {
             "trace_id": self.trace_id,
             "run_span_id": run_span_id,
             "agent": agent[0] if agent is not None and agent_span else None,
         }
+        previews = self._finding_previews(report)
+        if previews:
+            context["argument_previews"] = previews
         if report.attributes:
             report = replace(report, attributes=context)
         else:  # the detector's own fresh, empty dict: fill it rather than copy the report
@@ -284,6 +298,20 @@ class TraceAnalyzer:
                 SpanEvent(StallEventAttributes.EVENT_NAME, t, finding_event_attributes(f))
                 for t, f in fired
             ]
+
+    def _finding_previews(self, report: RunReport) -> dict[str, str]:
+        """Argument previews of the calls the findings point at, by call signature."""
+        previews = self._previews
+        if not previews or not report.findings:
+            return {}
+        seqs = {f.seq for f in report.findings}
+        found: dict[str, str] = {}
+        for row in report.ledger:
+            head = previews.get(row.call_signature) if row.seq in seqs else None
+            preview = None if head is None else argument_preview(head)
+            if preview is not None:
+                found[row.call_signature] = preview
+        return found
 
 
 def _payload_free(call: ToolCall) -> ToolCall:
