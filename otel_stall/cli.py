@@ -259,20 +259,32 @@ def _no_spans(result: ReplayResult, paths: Sequence[str], stderr: IO[str]) -> bo
     return True
 
 
-def _refuse_out_over_inputs(out: str, paths: Sequence[str]) -> None:
-    """``--out`` must not be an input, nor inside an input directory: checked before writing."""
+def _refuse_writing_over_inputs(args: argparse.Namespace) -> None:
+    """Files replay writes must not be inputs: checked before anything is opened for writing.
+
+    ``--out`` must not be inside an input directory either, where it would be
+    read as input; the report (``--report``) is not a span file, so it may.
+    """
+    if args.out:
+        _refuse_over_inputs("--out", args.out, args.paths, inside=True)
+    report = getattr(args, "report", None)
+    if report:
+        _refuse_over_inputs("--report", report, args.paths, inside=False)
+
+
+def _refuse_over_inputs(flag: str, out: str, paths: Sequence[str], *, inside: bool) -> None:
     target = os.path.realpath(out)
     for path in paths:
         if path == STDIN:
             continue
         real = os.path.realpath(path)
-        if os.path.isdir(real) and os.path.commonpath([real, target]) == real:
+        if inside and os.path.isdir(real) and os.path.commonpath([real, target]) == real:
             raise UsageError(
-                f"--out {out} is inside the input directory {path}: it would be read as "
+                f"{flag} {out} is inside the input directory {path}: it would be read as "
                 "input; write it elsewhere"
             )
         if real == target or _same_file(out, path):
-            raise UsageError(f"--out {out} is the input {path}: refusing to overwrite it")
+            raise UsageError(f"{flag} {out} is the input {path}: refusing to overwrite it")
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -386,8 +398,7 @@ def _default_format(stdout: IO[str], path: str | None = None) -> str:
 def cmd_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """Replay stored spans, report the runs, optionally re-export them enriched."""
     policy = policy_from_args(args)
-    if args.out:
-        _refuse_out_over_inputs(args.out, args.paths)
+    _refuse_writing_over_inputs(args)
     with spooled_stdin(args.paths) as (paths, labels):
         with _progress(paths, "reading") as progress:
             replayer = Replayer(

@@ -25,15 +25,25 @@ OTLP = GOLDEN / "formats" / "otlp.jsonl"
 MIB = 1 << 20
 
 
-def table() -> dict[str, tuple[int, list[str]]]:
-    """The page's rows: situation -> (exit code, the texts in backticks of "What is printed")."""
+def table() -> dict[str, tuple[int, list[str], bool]]:
+    """The page's rows: situation -> (exit code, quoted texts, whether nothing is written).
+
+    The quoted texts are those in backticks in "What is printed"; a row that says
+    "nothing is written" promises that no file is created or changed.
+    """
     rows = {}
     for line in PAGE.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != 3 or not cells[1].isdigit():
             continue
-        rows[cells[0]] = (int(cells[1]), re.findall(r"`([^`]+)`", cells[2]))
+        texts = re.findall(r"`([^`]+)`", cells[2])
+        rows[cells[0]] = (int(cells[1]), texts, "nothing is written" in cells[2])
     return rows
+
+
+def files(tmp: Path) -> dict[str, bytes]:
+    """Every file under ``tmp``, hidden ones too, with its bytes."""
+    return {str(p.relative_to(tmp)): p.read_bytes() for p in tmp.rglob("*") if p.is_file()}
 
 
 ROWS = table()
@@ -85,6 +95,12 @@ def out_in_input_dir(tmp: Path) -> list[str]:
     return ["replay", str(tmp), "--out", str(tmp / "enriched.jsonl")]
 
 
+def report_over_input(tmp: Path) -> list[str]:
+    path = tmp / "in.jsonl"
+    path.write_bytes(OTLP.read_bytes())
+    return ["replay", str(path), "--report", str(path)]
+
+
 def over_the_cap(tmp: Path) -> list[str]:
     path = tmp / "bomb.jsonl.gz"
     filler = gzip.compress(b"abcdefgh" * (MIB // 8))  # gzip members, one after another
@@ -122,6 +138,7 @@ CASES: dict[str, Case] = {
     "from the other files": found_not_spans,
     "`--out` names an input (or another name of it), which it would overwrite": out_over_input,
     "`--out` is inside an input directory, where it would be read as input": out_in_input_dir,
+    "`--report` names an input, which it would overwrite": report_over_input,
     "A line, JSON document or (inflated) message over the cap, such as a compression bomb": (
         over_the_cap
     ),
@@ -144,17 +161,21 @@ def test_the_row_is_what_the_command_line_does(
     situation: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The row's exit code, and each text it quotes on standard error."""
-    code, texts = ROWS[situation]
-    got = main([*CASES[situation](tmp_path), "--format", "json"])
+    code, texts, nothing_written = ROWS[situation]
+    args = CASES[situation](tmp_path)
+    before = files(tmp_path)
+    got = main([*args, "--format", "json"])
     err = capsys.readouterr().err
     assert got == code, err
     for text in texts:
         assert text in err
+    if nothing_written:
+        assert files(tmp_path) == before
 
 
 def test_running_out_of_memory_is_the_row_it_says(tmp_path: Path) -> None:
     """A child with too little memory for a raised cap: the row's code and text."""
-    code, texts = ROWS[OUT_OF_MEMORY]
+    code, texts, _ = ROWS[OUT_OF_MEMORY]
     path = zstd_document_bomb(tmp_path)
     got, _, err, _ = replay_child([str(path), "--max-message-mib", "1024"], 768 * MIB)
     assert got == code, err
