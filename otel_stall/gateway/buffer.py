@@ -76,6 +76,8 @@ class Entry:
     end_ns: int
     source: Any = None
     """The span itself while its request is being handled, a :class:`Held` once it is kept."""
+    marked: bool = True
+    """Its bytes may hold ``stall.*`` (enriched upstream): enrichment must look before adding."""
 
 
 @dataclass(slots=True)

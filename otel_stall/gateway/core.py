@@ -52,7 +52,7 @@ from otel_stall.gateway.buffer import (
     TraceBuffer,
 )
 from otel_stall.gateway.config import GatewayConfig
-from otel_stall.gateway.detect import AGENT_NAME, Detector, Outcome
+from otel_stall.gateway.detect import AGENT_NAME, MARK, Detector, Outcome
 from otel_stall.gateway.prometheus import LABEL_LIMIT, render, truncate
 from otel_stall.gateway.telemetry import GatewayMetrics
 from otel_stall.gateway.upstream import Sender, Upstream, make_sender
@@ -276,7 +276,7 @@ class Pipeline:
         kind_of, named_as_agent = detector.kind_of, detector.named_as_agent
         for r, rs in enumerate(request.resource_spans):
             for s, ss in enumerate(rs.scope_spans):
-                roles, named = flags[r][s] if flags is not None else (True, True)
+                roles, named, marked = flags[r][s] if flags is not None else (True, True, True)
                 for i, span in enumerate(ss.spans):
                     trace_id = span.trace_id
                     span_id = span.span_id
@@ -303,7 +303,7 @@ class Pipeline:
                         group.links += parent
                         group.size += LINK_BYTES
                         continue
-                    _enter(group, kind, span, span_id, parent, (rs, ss, i))
+                    _enter(group, kind, span, span_id, parent, (rs, ss, i), marked)
         return groups, invalid
 
     @staticmethod
@@ -324,6 +324,7 @@ class Pipeline:
                     envelope = envelopes[id(ss)] = envelope_of(rs, ss)
                 data = entry.source.SerializeToString()
                 entry.source = Held(data, envelope)
+                entry.marked = MARK in data
                 group.size += len(data)
                 if id(envelope) not in seen:
                     seen.add(id(envelope))
@@ -429,7 +430,13 @@ class Pipeline:
 
 
 def _enter(
-    group: Group, kind: int, span: Any, span_id: bytes, parent: bytes, where: tuple[Any, Any, int]
+    group: Group,
+    kind: int,
+    span: Any,
+    span_id: bytes,
+    parent: bytes,
+    where: tuple[Any, Any, int],
+    marked: bool,
 ) -> None:
     """One span detection reads into its group: a root, a model's place, or a span to hold."""
     group.size += ENTRY_BYTES
@@ -437,12 +444,12 @@ def _enter(
         group.has_root = True
     if not kind:
         start, end = span.start_time_unix_nano, span.end_time_unix_nano
-        group.entries.append(Entry(ROOT, span_id, b"", start, end, span))
+        group.entries.append(Entry(ROOT, span_id, b"", start, end, span, marked))
     elif kind == MODEL:
         start, end = span.start_time_unix_nano, span.end_time_unix_nano
         group.entries.append(Entry(MODEL, span_id, parent, start, end))
     else:
-        group.entries.append(Entry(kind, span_id, parent, 0, 0, span))
+        group.entries.append(Entry(kind, span_id, parent, 0, 0, span, marked))
         group.cuts.append(where)
         group.held += 1
 
@@ -487,8 +494,8 @@ def _labels_bounded(report: RunReport) -> RunReport:
 
 def _scope_flags(
     request: Any, body: bytes | None, keys: tuple[bytes, ...]
-) -> list[list[tuple[bool, bool]]] | None:
-    """Per ``ScopeSpans``: (holds a role key, holds an agent span name), from the raw bytes.
+) -> list[list[tuple[bool, bool, bool]]] | None:
+    """Per ``ScopeSpans``: (holds a role key, an agent span name, ``stall.``), from the raw bytes.
 
     ``None`` when there are no bytes to look at (OTLP/JSON) or they do not line
     up with the parsed request: every span is then read for its role.
@@ -498,7 +505,7 @@ def _scope_flags(
     ranges = scope_ranges(body)
     if ranges is None or len(ranges) != len(request.resource_spans):
         return None
-    out: list[list[tuple[bool, bool]]] = []
+    out: list[list[tuple[bool, bool, bool]]] = []
     find = body.find
     for scopes, rs in zip(ranges, request.resource_spans, strict=True):
         if len(scopes) != len(rs.scope_spans):
@@ -508,6 +515,7 @@ def _scope_flags(
                 (
                     any(find(key, start, end) >= 0 for key in keys),
                     find(AGENT_NAME, start, end) >= 0,
+                    find(MARK, start, end) >= 0,
                 )
                 for start, end in scopes
             ]
