@@ -18,7 +18,7 @@ of being analysed: one trace must not hold an Export call or the sweeper.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
@@ -135,8 +135,8 @@ class Outcome:
     """``None`` when the trace was not analysed (nothing to detect, or too costly)."""
     pieces: list[Piece]
     """Its held spans, enriched where detection says, ready to pack."""
-    live_changed: bool = False
-    """Whether a span still in the current request was enriched in place."""
+    changed: list[Any] = field(default_factory=list)
+    """The ``ScopeSpans`` of the current request holding a span enriched in place."""
     skipped: str = ""
     """Why it was not analysed, when that is worth counting (``too_complex``)."""
 
@@ -190,7 +190,7 @@ class Detector:
         analyzer = self._analyzer(ready, messages)
         result = analyzer.analyse()
         pieces: list[Piece] = []
-        live_changed = False
+        changed: list[Any] = []
         attributes, events = result.attributes, result.events
         for index, entry in enumerate(entries):
             source = entry.source
@@ -202,8 +202,8 @@ class Detector:
                     data = _enriched_bytes(entry, source, messages.get(index), attributes, events)
                 pieces.append((source.envelope, data))
             elif (attributes or events) and _enrich_live(entry, source, attributes, events):
-                live_changed = True
-        return Outcome(result, pieces, live_changed)
+                changed.append(entry.scope)
+        return Outcome(result, pieces, changed)
 
     def _analyzer(self, ready: Ready, messages: dict[int, Any]) -> TraceAnalyzer:
         """A :class:`TraceAnalyzer` fed the trace in arrival order, as the replay feeds it.
