@@ -253,8 +253,12 @@ class Pipeline:
             if skipped:
                 self.metrics.unenriched(sum(g.spans for g in skipped), reason)
         touched = [ss for _, ss, _ in cuts]
-        for ready in intake.ready:
-            touched.extend(self._decide(ready, tally))
+        reports: list[RunReport] = []
+        try:
+            for ready in intake.ready:
+                touched.extend(self._decide(ready, tally, reports))
+        finally:
+            self._record(reports)
         refused = len(invalid)
         if refused:
             self._undelivered(refused, "invalid_id")
@@ -354,8 +358,11 @@ class Pipeline:
 
     # -- detection -----------------------------------------------------------------------
 
-    def _decide(self, ready: Ready, tally: _Tally) -> list[Any]:
-        """Detect on one trace and queue its held spans; the ``ScopeSpans`` enriched in place."""
+    def _decide(self, ready: Ready, tally: _Tally, reports: list[RunReport]) -> list[Any]:
+        """Detect on one trace and queue its held spans; the ``ScopeSpans`` enriched in place.
+
+        Its runs' reports are added to ``reports``, for the caller to count at once.
+        """
         if all(e.kind == ROOT for e in ready.entries):
             return []  # plain spans only, all forwarded already: nothing to read or send
         tally.open += ready.held  # taken back from the buffer: in hand again
@@ -366,7 +373,7 @@ class Pipeline:
             if _should_raise(self.raise_errors):
                 self._send(outcome.pieces, tally)
                 raise
-        self._count(outcome, ready)
+        self._count(outcome, ready, reports)
         self._send(outcome.pieces, tally)
         return outcome.changed
 
@@ -380,7 +387,7 @@ class Pipeline:
             logger.exception("stall detection failed on a trace; forwarding it as it came")
         return Outcome(None, pieces)
 
-    def _count(self, outcome: Outcome, ready: Ready) -> None:
+    def _count(self, outcome: Outcome, ready: Ready, reports: list[RunReport]) -> None:
         if outcome.skipped:
             spans = len(ready.entries) + len(ready.links) // LINK_BYTES
             self.metrics.unenriched(spans, outcome.skipped)
@@ -389,11 +396,13 @@ class Pipeline:
                     "a trace's parent chains are cyclic or too deep to walk; "
                     "forwarding it un-enriched (%s)", outcome.skipped,
                 )  # fmt: skip
-        if outcome.result is None:
-            return
-        metrics = self.stall_metrics
-        for report in outcome.result.reports:
-            metrics.record_report(_labels_bounded(report))
+        if outcome.result is not None:
+            reports.extend(outcome.result.reports)
+
+    def _record(self, reports: list[RunReport]) -> None:
+        """Count finished runs in the ``stall.*`` metrics: all of one request's at once."""
+        if reports:
+            self.stall_metrics.record_reports(_labels_bounded(r) for r in reports)
 
     # -- output ---------------------------------------------------------------------------
 
@@ -433,14 +442,18 @@ class Pipeline:
                 )  # fmt: skip
 
     def _flush(self, traces: list[Ready]) -> None:
-        for ready in traces:
-            tally = _Tally(0)
-            try:
-                self._decide(ready, tally)
-            except Exception:
-                self._lost(tally, "flush")
-                if _should_raise(self.raise_errors):
-                    raise
+        reports: list[RunReport] = []
+        try:
+            for ready in traces:
+                tally = _Tally(0)
+                try:
+                    self._decide(ready, tally, reports)
+                except Exception:
+                    self._lost(tally, "flush")
+                    if _should_raise(self.raise_errors):
+                        raise
+        finally:
+            self._record(reports)
 
     def _sweep(self) -> None:
         interval = self.config.flush_interval
