@@ -17,6 +17,7 @@ of being analysed: one trace must not hold an Export call or the sweeper.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -60,6 +61,11 @@ _ATTRIBUTE_FIELD: Final = b"\x4a"
 """``Span.attributes`` (field 9, length-delimited) on the wire."""
 _EVENT_FIELD: Final = b"\x5a"
 """``Span.events`` (field 11, length-delimited)."""
+_EVENT_TIME: Final = b"\x09"
+"""``Span.Event.time_unix_nano`` (field 1, fixed64)."""
+_FIXED64: Final = struct.Struct("<Q")
+_EVENT_NAME: Final = b"\x12"
+"""``Span.Event.name`` (field 2, length-delimited)."""
 _EVENT_ATTRIBUTE_FIELD: Final = b"\x1a"
 """``Span.Event.attributes`` (field 3, length-delimited)."""
 MARK: Final = b"stall."
@@ -85,32 +91,36 @@ class _Encodings:
     """
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[str, type, Any], bytes] = {}
+        self._cache: dict[tuple[bytes, str, type, Any], bytes] = {}
 
     def blob(self, attributes: Mapping[str, Any], tag: bytes = _ATTRIBUTE_FIELD) -> bytes:
         """``attributes`` as repeated ``KeyValue`` fields numbered by ``tag``."""
         cache = self._cache
         parts: list[bytes] = []
         for key, value in attributes.items():
-            hashable = tuple(value) if isinstance(value, list) else value
-            index = (key, type(value), hashable)
+            index = (tag, key, type(value), tuple(value) if type(value) is list else value)
             encoded = cache.get(index)
             if encoded is None:
-                kv = KeyValue(key=key)
-                python_to_any_value(value, kv.value)
-                data = kv.SerializeToString()
-                encoded = varint(len(data)) + data
-                if len(cache) >= _CACHE_MAX:
-                    cache.clear()
-                cache[index] = encoded
-            parts.append(tag)
+                encoded = self._encode(index, key, value)
             parts.append(encoded)
         return b"".join(parts)
 
+    def _encode(self, index: tuple[bytes, str, type, Any], key: str, value: Any) -> bytes:
+        kv = KeyValue(key=key)
+        python_to_any_value(value, kv.value)
+        data = bytes(kv.SerializeToString())
+        encoded = index[0] + varint(len(data)) + data
+        if len(self._cache) >= _CACHE_MAX:
+            self._cache.clear()
+        self._cache[index] = encoded
+        return encoded
+
     def event(self, event: SpanEvent) -> bytes:
         """One ``Span.events`` field: its time and name, then its attributes."""
-        head = Span.Event(time_unix_nano=event.time_ns, name=event.name)
-        data = bytes(head.SerializeToString()) + self.blob(event.attributes, _EVENT_ATTRIBUTE_FIELD)
+        name = event.name.encode()
+        time = _EVENT_TIME + _FIXED64.pack(event.time_ns) if event.time_ns else b""
+        data = time + (_EVENT_NAME + varint(len(name)) + name if name else b"")
+        data += self.blob(event.attributes, _EVENT_ATTRIBUTE_FIELD)
         return _EVENT_FIELD + varint(len(data)) + data
 
     def additions(self, attributes: Mapping[str, Any] | None, events: Iterable[SpanEvent]) -> bytes:
