@@ -12,8 +12,11 @@ any; then:
 - a span with malformed ids is refused back to the client (partial success),
   so it can never make the upstream refuse a batch shared with other clients.
 
-A request without agent activity goes on as the bytes it came in. Complete
-traces are analysed right there, in the receiving thread, so a slow gateway
+A request without agent activity goes on as the bytes it came in; one with
+some is spliced from those bytes, each ``ScopeSpans`` nothing was cut from or
+enriched in copied as it came (ordinary HTTP, database and queue spans are
+never encoded again), and a trace of plain spans only never reaches the
+detector. Complete traces are analysed right there, in the receiving thread, so a slow gateway
 slows its clients instead of growing without bound; traces that wait for
 ``decision_wait`` are flushed by a sweeper thread. Detection gives a complete
 trace the same verdicts and ``stall.*`` attributes as a replay of it
