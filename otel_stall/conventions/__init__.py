@@ -18,6 +18,7 @@ from otel_stall.conventions.builtin import (
     SpanRecord,
     agent_name,
     is_agent_span_name,
+    is_role_span_name,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "SpanRecord",
     "agent_name",
     "is_agent_span_name",
+    "is_role_span_name",
 ]

@@ -60,6 +60,7 @@ def span_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None)
         (span.attributes or {}) if attributes is None else attributes,
         status.status_code.value,
         status.description or "",
+        tuple((e.name, e.attributes or {}) for e in span.events) if span.events else (),
     )
 
 

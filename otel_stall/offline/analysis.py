@@ -23,10 +23,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, is_agent_span_name
+from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import ABSENT, Finding, RunReport, ToolCall
+from otel_stall.core.records import ABSENT, Finding, RunReport, Status, ToolCall
 from otel_stall.core.signing import Digests
 from otel_stall.core.stall_attributes import (
     AttributeValue,
@@ -60,8 +60,9 @@ class TraceResult:
     """``stall.detected`` events to add, by run span id."""
 
 
-_Tool = tuple[ToolCall, Digests, "str | None"]
-"""A tool span without its payloads: the bare call, its digests and its parent id."""
+_Tool = tuple[ToolCall, Digests, "str | None", "str | None"]
+"""A tool span without its payloads: the bare call, its digests, its parent id and the
+agent name it would give a run of its own."""
 
 
 def _canonical_link(span_id: str, parent: str) -> bytes | None:
@@ -135,9 +136,10 @@ class TraceAnalyzer:
         span_id = span.span_id
         parent = self._place(span_id, span.parent_span_id or None, span.start_ns, span.end_ns)
         if role is None:
-            role = self.conventions.role(span.attributes)
+            role = self.conventions.span_role(span.name, span.attributes)
         if role is _OTHER:
-            if not is_agent_span_name(span.name):
+            role = self.conventions.role_by_name(span.name)
+            if role is _OTHER:
                 if parent is not None:
                     link = _canonical_link(span_id, parent)
                     if link is not None:
@@ -147,9 +149,9 @@ class TraceAnalyzer:
                             self._odd_links = {}
                         self._odd_links[span_id] = parent
                 return role
-            role = Role.AGENT
         if role is _TOOL:
-            self._keep_tool(span_id, self.conventions.tool_call(span), parent)
+            call = self.conventions.tool_call(span)
+            self._keep_tool(span_id, call, parent, agent_name(span.attributes))
         elif role is _MODEL:
             # The detector reads nothing from a model call but its place in the run.
             if self._models is None:
@@ -161,12 +163,18 @@ class TraceAnalyzer:
             self._agents[span_id] = (agent_name(span.attributes), span.end_ns, parent)
         return role
 
-    def _keep_tool(self, span_id: str, call: ToolCall, parent: str | None) -> None:
-        """Sign the call, then keep a copy of it without its payloads."""
+    def _keep_tool(
+        self, span_id: str, call: ToolCall, parent: str | None, agent: str | None
+    ) -> None:
+        """Sign the call, then keep a copy of it without its payloads.
+
+        ``agent`` is the name the span would give its run, should it turn out
+        to be an agent used as a tool.
+        """
         digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
         if self._tools is None:
             self._tools = {}
-        self._tools[span_id] = (_payload_free(call), digests, parent)
+        self._tools[span_id] = (_payload_free(call), digests, parent, agent)
 
     def _place(self, span_id: str, parent: str | None, start_ns: int, end_ns: int) -> str | None:
         """Count a span, note it if it may be the trace's root, and share its parent's id."""
@@ -207,10 +215,13 @@ class TraceAnalyzer:
             return result
         agents = self._agents or {}
         walk = _Ancestry(self, tools, models, agents)
+        models, agents = walk.models_and_tool_runs()
         runs: dict[str | None, list[tuple[int, int, str]]] = {}
-        for span_id, (call, _, parent) in tools.items():
+        for span_id, (call, _, parent, _) in tools.items():
             run = parent if parent in agents else walk.run_of(parent, True)
-            if run is not _NESTED:
+            if run is _NESTED:
+                walk.pass_failure_out(call.status, parent)
+            else:
                 key = (call.end_ns, _TOOL_FIRST, span_id)
                 found = runs.get(run)
                 if found is None:
@@ -275,8 +286,8 @@ class TraceAnalyzer:
             return
         fired += ((end_ns, f) for f in report.findings[before:])
         for row in report.ledger:
-            if row.span_id is not None:
-                result.attributes[row.span_id] = tool_span_attributes(row)
+            if row.span_id is not None:  # an agent used as a tool may hold its run's already
+                result.attributes.setdefault(row.span_id, {}).update(tool_span_attributes(row))
         if run_span_id is not None:
             result.attributes.setdefault(run_span_id, {}).update(run_span_attributes(report))
             result.events[run_span_id] = [
@@ -320,6 +331,65 @@ class _Ancestry:
         self.models = models
         self.agents = agents
         self.plain: dict[bytes, bytes] | None = None
+
+    def models_and_tool_runs(
+        self,
+    ) -> tuple[dict[str, tuple[int, str | None]], dict[str, tuple[str | None, int, str | None]]]:
+        """The model calls that count, and the run spans, agents used as tools included.
+
+        A model span inside another model span (a framework's wrapper around
+        the client call) is the same call: only the outermost counts. A tool
+        span that holds model calls with no agent span between is an agent
+        used as a tool: it is the run span of the calls inside it, as the live
+        processor makes it when the first of them starts.
+        """
+        models, agents = self.models, dict(self.agents)
+        counted: dict[str, tuple[int, str | None]] = {}
+        for span_id, entry in models.items():
+            above = self._above_model(entry[1])
+            if above is _NESTED:
+                continue
+            counted[span_id] = entry
+            if above is not None and above not in agents:
+                call, _, parent, name = self.tools[above]
+                agents[above] = (name, call.end_ns, parent)
+        self.agents = agents  # every model span stays in self.models: tools walk through them
+        return counted, agents
+
+    def _above_model(self, parent: str | None) -> str | None:
+        """The nearest agent or tool span above a model span; ``_NESTED`` inside a model."""
+        agents, tools, models = self.agents, self.tools, self.models
+        hops = 0
+        while parent is not None and hops < _MAX_HOPS:
+            if parent in agents or parent in tools:
+                return parent
+            model = models.get(parent)
+            if model is not None:
+                return _NESTED
+            parent = self._plain_parent(parent)
+            hops += 1
+        return None
+
+    def pass_failure_out(self, status: Status, parent: str | None) -> None:
+        """A nested tool span failed: the outermost tool span of its run is the call that did.
+
+        Signed as its own span says; failed as the nested span says (an MCP server span
+        under its client span), as the live processor does.
+        """
+        if status is Status.OK:
+            return
+        outer: ToolCall | None = None
+        hops = 0
+        while parent is not None and parent not in self.agents and hops < _MAX_HOPS:
+            tool = self.tools.get(parent)
+            if tool is not None:
+                outer, parent = tool[0], tool[2]
+            else:
+                model = self.models.get(parent)
+                parent = model[1] if model is not None else self._plain_parent(parent)
+            hops += 1
+        if outer is not None and outer.status is Status.OK:
+            outer.status = status
 
     def run_of(self, parent: str | None, is_tool: bool) -> str | None:
         """The nearest agent ancestor, ``None`` for the trace, or ``_NESTED``.
