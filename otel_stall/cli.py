@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, Final
 
+from otel_stall.conventions import Conventions
 from otel_stall.core.config import ConfigError
 from otel_stall.core.errors import InputError
 from otel_stall.core.policy import StallPolicy
@@ -124,6 +125,27 @@ def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--warn-at", type=int, metavar="N", help="back-to-back repeats that warn")
     group.add_argument("--config", metavar="FILE", help="TOML or JSON file of policy settings")
+    add_conventions_argument(parser)
+
+
+def add_conventions_argument(parser: argparse.ArgumentParser) -> None:
+    """``--conventions FILE``: a TOML mapping for spans no built-in convention reads."""
+    parser.add_argument(
+        "--conventions",
+        metavar="FILE",
+        help="TOML mapping of your own span conventions, added to the built-ins "
+        "(default: $OTEL_STALL_CONVENTIONS); see docs/frameworks.md",
+    )
+
+
+def conventions_from_args(args: argparse.Namespace) -> Conventions:
+    """The built-in conventions plus ``--conventions FILE`` (or ``OTEL_STALL_CONVENTIONS``)."""
+    from otel_stall.conventions.user import conventions_from_file
+
+    try:
+        return conventions_from_file(getattr(args, "conventions", None))
+    except ConfigError as exc:
+        raise UsageError(f"conventions: {exc}") from None
 
 
 # -- progress -------------------------------------------------------------------------
@@ -227,7 +249,8 @@ def cmd_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
     policy = policy_from_args(args)
     with spooled_stdin(args.paths) as (paths, labels):
         with _progress(paths, "reading") as progress:
-            replayer = Replayer(policy, progress=progress, pause_gc=True)
+            conventions = conventions_from_args(args)
+            replayer = Replayer(policy, conventions, progress=progress, pause_gc=True)
             result = replayer.analyse(
                 paths, labels=labels, keep_enrichment=bool(args.out or args.export_otlp)
             )
@@ -271,11 +294,13 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     _add_policy_arguments(parser)
 
 
-def _pick_run(spec: str, policy: StallPolicy, stderr: IO[str]) -> RunReport:
+def _pick_run(
+    spec: str, policy: StallPolicy, stderr: IO[str], conventions: Conventions | None = None
+) -> RunReport:
     path, _, selector = spec.partition("#")
     if not os.path.exists(path) and "#" in spec:
         path, selector = spec, ""
-    result = Replayer(policy).analyse([path])
+    result = Replayer(policy, conventions).analyse([path])
     _print_errors(result.errors, stderr)
     runs = result.reports
     if selector:
@@ -308,8 +333,9 @@ def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
     from otel_stall.core.compare import Conclusion, compare_runs
 
     policy = policy_from_args(args)
-    a = _pick_run(args.a, policy, stderr)
-    b = _pick_run(args.b, policy, stderr)
+    conventions = conventions_from_args(args)
+    a = _pick_run(args.a, policy, stderr, conventions)
+    b = _pick_run(args.b, policy, stderr, conventions)
     comparison = compare_runs(a, b, min_count=args.min_count)
     sections = (
         ("shared", comparison.shared),
@@ -426,6 +452,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     from otel_stall.gateway.flags import add_arguments
 
     add_arguments(parser)
+    add_conventions_argument(parser)
 
 
 def cmd_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:

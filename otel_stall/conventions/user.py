@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from otel_stall.conventions.builtin import Conventions
 from otel_stall.conventions.mappings import ROLE_NAMES, SpanConvention
 from otel_stall.core.config import ConfigError
 
@@ -47,6 +48,13 @@ class MappingError(ConfigError):
         super().__init__(f"{path}: {key}: {problem}. Fix: {fix}")
         self.path = path
         self.key = key
+
+
+def conventions_from_file(path: str | Path | None) -> Conventions:
+    """The conventions plus a mapping file's (``--conventions``); else from the environment."""
+    if not path:
+        return Conventions.from_env()
+    return Conventions.from_env(mappings=load_conventions(path))
 
 
 def load_conventions(path: str | Path) -> tuple[SpanConvention, ...]:
@@ -157,4 +165,4 @@ def _pairs(path: str, at: str, value: Any, *, role: bool) -> tuple[tuple[str, st
     return tuple((a, b) for a, b in value)
 
 
-__all__ = ["MappingError", "load_conventions"]
+__all__ = ["MappingError", "conventions_from_file", "load_conventions"]
