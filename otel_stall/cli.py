@@ -462,6 +462,38 @@ def cmd_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     return run(args, stderr)
 
 
+# -- explain --------------------------------------------------------------------------
+
+
+def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``otel-stall explain``."""
+    parser.add_argument("paths", nargs="+", metavar="FILE", help="file, directory, or - (stdin)")
+    parser.add_argument("--span", metavar="ID", help="only this span (hex span id)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    add_conventions_argument(parser)
+
+
+def cmd_explain(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    """Print each span's role, tool name, and where its arguments, result and status came from."""
+    from dataclasses import asdict
+
+    from otel_stall.offline.explain import explanations
+
+    conventions = conventions_from_args(args)
+    errors: list[InputError] = []
+    found = 0
+    for explanation in explanations(args.paths, conventions, errors, args.span):
+        found += 1
+        if args.format == "json":
+            stdout.write(json.dumps(asdict(explanation)) + "\n")
+        else:
+            stdout.write("\n".join(explanation.lines()) + "\n")
+    _print_errors(errors, stderr)
+    if args.span and not found:
+        raise UsageError(f"span {args.span} not found")
+    return EXIT_USAGE if errors else EXIT_OK
+
+
 # -- entry point -----------------------------------------------------------------------
 
 Command = Callable[[argparse.Namespace, IO[str], IO[str]], int]
@@ -470,6 +502,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Comman
     "compare": ("compare the loops of two runs", add_compare_arguments, cmd_compare),
     "demo": ("run a simulated looping agent, live then replayed", add_demo_arguments, cmd_demo),
     "serve": ("run the OTLP gateway (detect, enrich, forward)", add_serve_arguments, cmd_serve),
+    "explain": (
+        "show how each span is read: role, tool, where arguments/result/status come from",
+        add_explain_arguments,
+        cmd_explain,
+    ),
 }
 """Subcommands: name -> (help, add-arguments, command). ``serve`` registers here too."""
 

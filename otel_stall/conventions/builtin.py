@@ -10,7 +10,7 @@ same records whichever way the spans arrive.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -275,6 +275,11 @@ class Conventions:
         return role
 
     @property
+    def tables(self) -> _Tables:
+        """The compiled tables (built-ins, then user mappings): for ``otel-stall explain``."""
+        return self._tables
+
+    @property
     def role_name_patterns(self) -> tuple[tuple[str, ...], frozenset[str]]:
         """What :meth:`role_by_name` looks for: name prefixes and whole names, for a quick test."""
         tables = self._tables
@@ -342,12 +347,16 @@ class Conventions:
 
     def content_switch(self, attributes: Mapping[str, Any]) -> str | None:
         """How to turn content capture on for the convention that names this span's role."""
-        for conv in (*BUILTIN, *self.mappings):
-            if conv.content_switch and any(key in attributes for key in conv.roles):
-                return conv.content_switch
-        for conv in (*BUILTIN, *self.mappings):
-            if conv.content_switch and any(key in attributes for key, _ in conv.present):
-                return conv.content_switch
+        conventions = [c for c in (*BUILTIN, *self.mappings) if c.content_switch]
+        keys: list[Callable[[SpanConvention], Iterable[str]]] = [
+            lambda c: (*c.arguments_keys, *c.result_keys),
+            lambda c: c.roles,
+            lambda c: (key for key, _ in c.present),
+        ]
+        for keys_of in keys:  # its own content keys (placeholders) first, then its role keys
+            for conv in conventions:
+                if any(key in attributes for key in keys_of(conv)):
+                    return conv.content_switch
         return None
 
     def tool_call(self, span: SpanRecord, run_key: RunKey = None) -> ToolCall:
