@@ -110,6 +110,8 @@ class GenAIAttributes:
     """Chat history sent to the model (opt-in content); stripped by redaction."""
     OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
     """Model output (opt-in content); stripped by redaction."""
+    HANDOFF_TO_AGENT: Final = "gen_ai.handoff.to_agent"
+    """string: on an ``agent_handoff`` span, the receiving agent: that call's argument."""
     CONVERSATION_ID: Final = "gen_ai.conversation.id"
     """string: the session a span belongs to (gemini-cli has no span that spans it)."""
     TOOL_MESSAGE_EVENT: Final = "gen_ai.tool.message"

@@ -40,13 +40,13 @@ content_switch = "ACME_RECORD_CONTENT=1"
 def _acme_run(provider: TracerProvider, rounds: int, same: bool) -> None:
     """An acme agent: a think span, then a step whose result is an event, each round."""
     tracer = provider.get_tracer("acme")
-    with tracer.start_as_current_span("acme run", attributes={"acme.kind": "run"}):
+    with tracer.start_as_current_span("acme agent", attributes={"acme.kind": "run"}):
         for i in range(rounds):
             with tracer.start_as_current_span("think", attributes={"acme.kind": "think"}):
                 pass
             query = "paris" if same else f"page {i}"
             attributes = {"acme.kind": "step", "acme.tool": "lookup", "acme.args": query}
-            with tracer.start_as_current_span("step", attributes=attributes) as span:
+            with tracer.start_as_current_span("acme tool", attributes=attributes) as span:
                 span.add_event("acme.result", {"value": f"nothing for {query}"})
 
 
@@ -76,8 +76,20 @@ def capture(tmp_path: Path) -> Path:
 
 
 def test_replay_finds_no_run_without_the_mapping(capture: Path) -> None:
-    """Built-in conventions alone see nothing in the made-up library's spans."""
-    assert Replayer().analyse([str(capture)]).reports == []
+    """Built-in conventions alone see nothing in the made-up library's spans, and say so."""
+    result = Replayer().analyse([str(capture)])
+    assert result.reports == []
+    summary = result.summary()
+    assert summary["recognised"] == {"tool_calls": 0, "model_calls": 0}
+    assert summary["unrecognised_span_names"] == {"acme tool": 6, "acme agent": 1}
+
+
+def test_replay_with_the_mapping_lists_nothing_unrecognised(capture: Path, mapping: Path) -> None:
+    """With the mapping, the same spans are recognised and no longer listed."""
+    result = Replayer(conventions=conventions_from_file(mapping)).analyse([str(capture)])
+    summary = result.summary()
+    assert summary["recognised"] == {"tool_calls": 6, "model_calls": 6}
+    assert "unrecognised_span_names" not in summary
 
 
 @pytest.mark.parametrize(("same", "verdict"), [(True, "break"), (False, "ok")])
@@ -110,7 +122,7 @@ def test_live_processor_with_the_mapping_breaks_the_loop(mapping: Path, how: str
     )
     _acme_run(provider, 6, True)
     provider.shutdown()
-    (run,) = [s for s in memory.get_finished_spans() if s.name == "acme run"]
+    (run,) = [s for s in memory.get_finished_spans() if s.name == "acme agent"]
     assert (run.attributes or {}).get("stall.verdict") == "break"
     assert (run.attributes or {}).get("stall.tool_calls") == 6
 
@@ -123,7 +135,7 @@ def test_gateway_with_the_mapping_enriches_the_run(mapping: Path, sink: OtlpSink
         assert gateway.grpc_endpoint is not None
         assert export(gateway.grpc_endpoint, spans) == len(spans)
         assert wait_until(lambda: sink.count == len(spans))
-    run = next(s for s in sink.spans.values() if s.name == "acme run")
+    run = next(s for s in sink.spans.values() if s.name == "acme agent")
     assert run.stall.get("stall.verdict") == "break"
 
 

@@ -19,6 +19,7 @@ from otel_stall.conventions.builtin import (
     agent_name,
     is_agent_span_name,
     is_role_span_name,
+    looks_agent_like,
 )
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "agent_name",
     "is_agent_span_name",
     "is_role_span_name",
+    "looks_agent_like",
 ]

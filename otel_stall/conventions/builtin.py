@@ -10,6 +10,7 @@ same records whichever way the spans arrive.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
@@ -270,7 +271,7 @@ class Conventions:
             if name in tables.synthetic_spans:
                 return Role.OTHER
             tool = attributes.get(GenAI.TOOL_NAME)
-            if tool is not None and tool in tables.synthetic_tools:
+            if type(tool) is str and tool in tables.synthetic_tools:
                 return Role.OTHER
         return role
 
@@ -349,11 +350,12 @@ class Conventions:
         """How to turn content capture on for the convention that names this span's role."""
         conventions = [c for c in (*BUILTIN, *self.mappings) if c.content_switch]
         keys: list[Callable[[SpanConvention], Iterable[str]]] = [
+            lambda c: c.markers,
             lambda c: (*c.arguments_keys, *c.result_keys),
             lambda c: c.roles,
             lambda c: (key for key, _ in c.present),
         ]
-        for keys_of in keys:  # its own content keys (placeholders) first, then its role keys
+        for keys_of in keys:  # its own keys first, then content keys (placeholders), then roles
             for conv in conventions:
                 if any(key in attributes for key in keys_of(conv)):
                     return conv.content_switch
@@ -495,6 +497,18 @@ def is_role_span_name(name: str) -> bool:
     return Conventions.BUILTIN.role_by_name(name) is not Role.OTHER
 
 
+_AGENT_LIKE: Final = re.compile(r"(?i)(?<![a-z])(?:agents?|tools?|llm|mcp|invoke)(?![a-z])")
+
+
+def looks_agent_like(name: str) -> bool:
+    """Whether a span's name has an agent word (agent, tool, llm, mcp, invoke).
+
+    For spans no convention reads: the replay lists them, since they are where
+    a framework otel-stall does not know yet puts its runs and calls.
+    """
+    return _AGENT_LIKE.search(name) is not None
+
+
 def is_agent_span_name(name: str) -> bool:
     """Whether a span is named as the GenAI conventions name agent spans.
 
@@ -530,4 +544,5 @@ __all__ = [
     "agent_name",
     "is_agent_span_name",
     "is_role_span_name",
+    "looks_agent_like",
 ]

@@ -66,6 +66,8 @@ class SpanConvention:
     start, for instrumentations that set the role attribute later (Google ADK)."""
     content_switch: str = ""
     """How to turn content capture on, for the "content not captured" hint."""
+    markers: tuple[str, ...] = ()
+    """Keys that only this instrumentation writes: they pick its ``content_switch`` first."""
 
 
 GENAI: Final = SpanConvention(
@@ -84,7 +86,7 @@ GENAI: Final = SpanConvention(
     },
     present=((GenAI.TOOL_NAME, "tool"),),
     tool_name_keys=(GenAI.TOOL_NAME,),
-    arguments_keys=(GenAI.TOOL_CALL_ARGUMENTS,),
+    arguments_keys=(GenAI.TOOL_CALL_ARGUMENTS, GenAI.HANDOFF_TO_AGENT),
     result_keys=(GenAI.TOOL_CALL_RESULT,),
     tool_name_prefixes=(f"{Op.EXECUTE_TOOL} ",),
     model_keys=(GenAI.REQUEST_MODEL,),
@@ -150,8 +152,9 @@ ADK_LEGACY: Final = SpanConvention(
     synthetic_spans=frozenset({"execute_tool (merged)"}),
     synthetic_tools=frozenset({ADK.MERGED_TOOL}),
     model_span_names=("call_llm",),
-    content_switch="ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=true (legacy schema), or "
-    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY",
+    content_switch="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY (ADK 2.x), "
+    "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=true (1.x and the legacy schema)",
+    markers=("gcp.vertex.agent.event_id", "gcp.vertex.agent.invocation_id"),
 )
 """Google ADK's own keys; ``{}`` is what it writes with content capture off."""
 
@@ -161,6 +164,7 @@ PYDANTIC_AI: Final = SpanConvention(
     arguments_keys=(PAI.TOOL_ARGUMENTS,),
     result_keys=(PAI.TOOL_RESPONSE,),
     content_switch="InstrumentationSettings(include_content=True)",
+    markers=("logfire.msg", "logfire.json_schema"),
 )
 """pydantic-ai's instrumentation versions 1 and 2 (0.x sets no operation on tool spans)."""
 
@@ -191,6 +195,27 @@ VERCEL_AI: Final = SpanConvention(
     content_switch="experimental_telemetry: { recordInputs: true, recordOutputs: true }",
 )
 
+AGENT_FRAMEWORK: Final = SpanConvention(
+    "Microsoft Agent Framework",
+    content_switch="ENABLE_SENSITIVE_DATA=true",
+    markers=("agent_framework.function.invocation.duration",),
+)
+"""Microsoft Agent Framework: the GenAI conventions; only its content switch is its own."""
+
+VERCEL_AI_OTEL: Final = SpanConvention(
+    "Vercel AI SDK",
+    content_switch="experimental_telemetry: { recordInputs: true, recordOutputs: true }",
+    markers=("gen_ai.execute_tool.duration",),
+)
+"""Vercel AI SDK 7 with ``@ai-sdk/otel``: the GenAI conventions; only its switch is its own."""
+
+GEMINI_CLI: Final = SpanConvention(
+    "gemini-cli",
+    content_switch="GEMINI_TELEMETRY_LOG_PROMPTS=true (telemetry.logPrompts in settings.json)",
+    markers=("gen_ai.tool.call_id",),
+)
+"""gemini-cli's telemetry: the GenAI keys (its roles are in :data:`GENAI`), its own switch."""
+
 BUILTIN: Final = (
     GENAI,
     OPENINFERENCE,
@@ -200,6 +225,9 @@ BUILTIN: Final = (
     ADK_LEGACY,
     PYDANTIC_AI,
     GENAI_MESSAGES,
+    AGENT_FRAMEWORK,
+    VERCEL_AI_OTEL,
+    GEMINI_CLI,
 )
 """In order of precedence: the first convention whose role key a span holds names its role."""
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name
+from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, looks_agent_like
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import ABSENT, Finding, RunReport, Status, ToolCall
@@ -42,6 +42,8 @@ _NESTED: Final = "\x00nested"
 _TOOL_FIRST: Final = 0
 _MODEL_NEXT: Final = 1
 _MAX_HOPS: Final = 10_000
+_MAX_NAMES: Final = 64
+"""Distinct unrecognised span names kept per trace."""
 _OTHER: Final = Role.OTHER
 _TOOL: Final = Role.TOOL
 _MODEL: Final = Role.MODEL
@@ -58,6 +60,11 @@ class TraceResult:
     """``stall.*`` attributes to add, by span id (tool spans and run spans)."""
     events: dict[str, list[SpanEvent]] = field(default_factory=dict)
     """``stall.detected`` events to add, by run span id."""
+    model_calls: int = 0
+    """Model calls recognised (a nested model span counts once)."""
+    unrecognised: dict[str, int] = field(default_factory=dict)
+    """In a trace with no tool call recognised: names of spans that look agent-like but no
+    convention reads, with how many."""
 
 
 _Tool = tuple[ToolCall, Digests, "str | None", "str | None"]
@@ -87,6 +94,7 @@ class TraceAnalyzer:
 
     __slots__ = (
         "_agents",
+        "_contentless",
         "_links",
         "_models",
         "_odd_links",
@@ -94,6 +102,7 @@ class TraceAnalyzer:
         "_root_id",
         "_root_start",
         "_tools",
+        "_unrecognised",
         "conventions",
         "policy",
         "spans",
@@ -120,6 +129,10 @@ class TraceAnalyzer:
         """Model spans: start time and parent id."""
         self._agents: dict[str, tuple[str | None, int, str | None]] | None = None
         """Agent spans: agent name, end time and parent id."""
+        self._contentless: dict[str, str | None] | None = None
+        """Tool spans with neither arguments nor result: the switch that captures content."""
+        self._unrecognised: dict[str, int] | None = None
+        """Agent-like names of spans no convention reads (see ``looks_agent_like``)."""
         self._root_id: str | None = None
         """The earliest parentless span: only its id and times are kept, not the span."""
         self._root_start = 0
@@ -140,6 +153,7 @@ class TraceAnalyzer:
         if role is _OTHER:
             role = self.conventions.role_by_name(span.name)
             if role is _OTHER:
+                self._note_unrecognised(span)
                 if parent is not None:
                     link = _canonical_link(span_id, parent)
                     if link is not None:
@@ -150,8 +164,7 @@ class TraceAnalyzer:
                         self._odd_links[span_id] = parent
                 return role
         if role is _TOOL:
-            call = self.conventions.tool_call(span)
-            self._keep_tool(span_id, call, parent, agent_name(span.attributes))
+            self._keep_tool(span, parent)
         elif role is _MODEL:
             # The detector reads nothing from a model call but its place in the run.
             if self._models is None:
@@ -163,18 +176,36 @@ class TraceAnalyzer:
             self._agents[span_id] = (agent_name(span.attributes), span.end_ns, parent)
         return role
 
-    def _keep_tool(
-        self, span_id: str, call: ToolCall, parent: str | None, agent: str | None
-    ) -> None:
+    def _note_unrecognised(self, span: SpanRecord) -> None:
+        """Count a plain span whose name looks agent-like and that holds no role key."""
+        if not looks_agent_like(span.name):
+            return
+        keys = self.conventions.role_keys
+        if keys is not None and not keys.isdisjoint(span.attributes):
+            return  # a key the conventions know, with a value they chose not to read as a role
+        found = self._unrecognised
+        if found is None:
+            found = self._unrecognised = {}
+        if span.name in found or len(found) < _MAX_NAMES:
+            found[span.name] = found.get(span.name, 0) + 1
+
+    def _keep_tool(self, span: SpanRecord, parent: str | None) -> None:
         """Sign the call, then keep a copy of it without its payloads.
 
-        ``agent`` is the name the span would give its run, should it turn out
-        to be an agent used as a tool.
+        With it, the name the span would give its run, should it turn out to be
+        an agent used as a tool; and, for a call without content, the switch
+        that captures content.
         """
+        call = self.conventions.tool_call(span)
+        if call.arguments is ABSENT and call.result is ABSENT:
+            if self._contentless is None:
+                self._contentless = {}
+            self._contentless[span.span_id] = self.conventions.content_switch(span.attributes)
         digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
         if self._tools is None:
             self._tools = {}
-        self._tools[span_id] = (_payload_free(call), digests, parent, agent)
+        agent = agent_name(span.attributes)
+        self._tools[span.span_id] = (_payload_free(call), digests, parent, agent)
 
     def _place(self, span_id: str, parent: str | None, start_ns: int, end_ns: int) -> str | None:
         """Count a span, note it if it may be the trace's root, and share its parent's id."""
@@ -210,12 +241,15 @@ class TraceAnalyzer:
         """
         result = TraceResult(self.trace_id)
         tools = self._tools or {}
+        if not tools:  # listed where no call was seen: there they explain the silence
+            result.unrecognised = self._unrecognised or {}
         models = self._models or {}
         if not tools and not models:
             return result
         agents = self._agents or {}
         walk = _Ancestry(self, tools, models, agents)
         models, agents = walk.models_and_tool_runs()
+        result.model_calls = len(models)
         runs: dict[str | None, list[tuple[int, int, str]]] = {}
         for span_id, (call, _, parent, _) in tools.items():
             run = parent if parent in agents else walk.run_of(parent, True)
@@ -241,6 +275,21 @@ class TraceAnalyzer:
             run_span_id = run_span if run_span is not None else self._root_id
             self._detect(result, run_span, run_span_id, keys, tools, agents, enrich)
         return result
+
+    def _content_note(self, keys: list[tuple[int, int, str]]) -> dict[str, object]:
+        """``content_captured: False`` and the switch, if no tool call of the run had content.
+
+        The detector never calls content-less calls repeats, so such a run is
+        ``ok`` by construction: the report says so rather than look healthy.
+        """
+        contentless = self._contentless
+        if not contentless:
+            return {}
+        tools = [span_id for _, order, span_id in keys if order == _TOOL_FIRST]
+        if not tools or any(span_id not in contentless for span_id in tools):
+            return {}
+        switch = next((contentless[t] for t in tools if contentless[t]), None)
+        return {"content_captured": False, "content_switch": switch}
 
     def _detect(
         self,
@@ -276,6 +325,7 @@ class TraceAnalyzer:
             "trace_id": self.trace_id,
             "run_span_id": run_span_id,
             "agent": agent[0] if agent is not None and agent_span else None,
+            **self._content_note(keys),
         }
         if report.attributes:
             report = replace(report, attributes=context)

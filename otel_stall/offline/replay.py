@@ -77,6 +77,10 @@ class ReplayResult:
     """Spans written by ``--out`` (None when not asked)."""
     exported: int | None = None
     """Spans accepted by the ``--export-otlp`` endpoint (None when not asked)."""
+    model_calls: int = 0
+    """Model calls recognised in all traces."""
+    unrecognised: dict[str, int] = field(default_factory=dict)
+    """Agent-like span names no convention reads, with how many spans had each."""
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -98,6 +102,13 @@ class ReplayResult:
             "runs": len(self.reports),
             "verdicts": self.verdicts,
         }
+        out["recognised"] = {
+            "tool_calls": sum(r.tool_calls for r in self.reports),
+            "model_calls": self.model_calls,
+        }
+        if self.unrecognised:
+            top = sorted(self.unrecognised.items(), key=lambda kv: (-kv[1], kv[0]))[:20]
+            out["unrecognised_span_names"] = dict(top)
         if self.tool_call_events:
             out["tool_call_events"] = self.tool_call_events
         if self.written is not None:
@@ -186,6 +197,9 @@ class Replayer:
             if keep_enrichment:
                 result.traces[trace_id] = analysis
             result.reports.extend(analysis.reports)
+            result.model_calls += analysis.model_calls
+            for name, count in analysis.unrecognised.items():
+                result.unrecognised[name] = result.unrecognised.get(name, 0) + count
         return result
 
     def _units(self, path: str, label: str, errors: list[InputError]) -> Iterator[Unit]:

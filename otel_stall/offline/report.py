@@ -87,6 +87,7 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "trace_id": attrs.get("trace_id"),
         "run_span_id": attrs.get("run_span_id"),
         "agent": attrs.get("agent"),
+        **_content_json(attrs),
         "verdict": report.verdict.value,
         "stall_score": report.stall_score,
         "tool_calls": report.tool_calls,
@@ -94,6 +95,13 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "findings": [finding_json(f) for f in report.findings],
         "ledger": [ledger_json(r) for r in report.ledger],
     }
+
+
+def _content_json(attrs: Any) -> dict[str, Any]:
+    """``content_captured: false`` and the switch, for a run whose tool calls had no content."""
+    if attrs.get("content_captured") is not False:
+        return {}
+    return {"content_captured": False, "content_switch": attrs.get("content_switch")}
 
 
 def error_json(error: InputError) -> dict[str, Any]:
@@ -186,6 +194,10 @@ def _run_block(report: RunReport) -> Panel:
         f"   rounds {report.rounds}"
     )
     parts: list[Any] = [head]
+    if report.attributes.get("content_captured") is False:
+        switch = report.attributes.get("content_switch")
+        hint = f": turn it on with {switch}" if switch else ""
+        parts.append(Text(f"content not captured, so repeats cannot be seen{hint}", "yellow"))
     if report.findings:
         findings = Text()
         for f, times in condensed(report.findings):
@@ -222,6 +234,15 @@ def _summary_text(result: ReplayResult) -> str:
         f"{summary['files']} file(s), {summary['spans']} span(s), {summary['traces']} trace(s), "
         f"{summary['runs']} run(s)" + (f": {verdicts}" if verdicts else "")
     )
+    recognised = summary["recognised"]
+    text += (
+        f"; recognised {recognised['tool_calls']} tool call(s), "
+        f"{recognised['model_calls']} model call(s)"
+    )
+    unrecognised = summary.get("unrecognised_span_names")
+    if unrecognised:
+        names = ", ".join(f"{name!r} x{n}" for name, n in list(unrecognised.items())[:5])
+        text += f"\nagent-like spans not recognised: {names} (see otel-stall explain)"
     if result.written is not None:
         text += f"; wrote {result.written} span(s)"
     if result.exported is not None:

@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Protocol
 
-from otel_stall.conventions import SpanRecord, is_role_span_name
+from otel_stall.conventions import SpanRecord, is_role_span_name, looks_agent_like
 
 __all__ = [
     "DecodeError",
@@ -204,8 +204,9 @@ def _add_if_plain(span: Any, sink: SpanSink, plain_keys: frozenset[str]) -> bool
     parent = span.parent_span_id
     trace_id = span.trace_id
     span_id = span.span_id
-    if not (parent and trace_id and span_id) or is_role_span_name(span.name):
-        return False
+    name = span.name
+    if not (parent and trace_id and span_id) or is_role_span_name(name) or looks_agent_like(name):
+        return False  # an agent-like name is kept whole: the replay lists unrecognised ones
     for kv in span.attributes:
         if kv.key in plain_keys:
             return False
@@ -562,6 +563,7 @@ def decode_json(
             and record.span_id
             and plain_keys.isdisjoint(record.attributes)
             and not is_role_span_name(record.name)
+            and not looks_agent_like(record.name)
         ):
             sink.add_link(record.trace_id, bytes.fromhex(record.span_id + parent))
         else:

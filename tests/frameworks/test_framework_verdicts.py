@@ -110,6 +110,38 @@ def test_replay_gives_the_manifest_verdict(entry: dict[str, Any]) -> None:
     assert _found(result.reports) == (entry["verdict"], entry["runs"], entry["tool_calls"])
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [e for e in MANIFEST if e["framework"] != "gemini-cli"],
+    ids=[e["path"] for e in MANIFEST if e["framework"] != "gemini-cli"],
+)
+def test_runs_without_content_are_flagged(entry: dict[str, Any]) -> None:
+    """A run whose tool calls carried no content says so, with the switch; others do not."""
+    result = replay(str(HERE / entry["path"]))
+    flagged = [r.attributes.get("content_captured") is False for r in result.reports]
+    if entry["content"]:
+        assert not any(flagged)
+    else:
+        assert all(flagged)
+        switches = {r.attributes.get("content_switch") for r in result.reports}
+        assert None not in switches or entry["framework"] == "mcp"
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [e for e in MANIFEST if e["framework"] != "gemini-cli"],
+    ids=[e["path"] for e in MANIFEST if e["framework"] != "gemini-cli"],
+)
+def test_summary_counts_the_recognised_calls(entry: dict[str, Any]) -> None:
+    """The replay summary counts the tool calls it recognised, and every model call once."""
+    result = replay(str(HERE / entry["path"]))
+    recognised = result.summary()["recognised"]
+    assert recognised["tool_calls"] == entry["tool_calls"]
+    models = recognised["model_calls"]
+    assert (models == 0) == (entry["framework"] == "mcp")  # MCP spans hold no model calls
+    assert models in (0, sum(r.rounds for r in result.reports))
+
+
 class _FixedIds(IdGenerator):
     """Hands the SDK the fixture's own ids, so live spans keep the captured ids."""
 
