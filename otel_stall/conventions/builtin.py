@@ -251,7 +251,9 @@ class Conventions:
             if value is not None and isinstance(value, str):
                 role = roles.get(value.upper() if fold else value)
                 if role is not None:
-                    return self._unless_step(role, attributes)
+                    if role is Role.AGENT and tables.steps:
+                        return self._unless_step(role, attributes)
+                    return role
         for key, role in tables.by_presence:
             if key in attributes:
                 return role
