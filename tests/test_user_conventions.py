@@ -182,3 +182,15 @@ def test_cli_reports_a_bad_mapping_as_a_usage_error(
     err = capsys.readouterr().err
     assert "bad.toml" in err
     assert "roles.k.v" in err
+
+
+def test_compare_reads_runs_through_the_mapping(
+    capture: Path, mapping: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compare --conventions FILE`` finds the made-up library's runs; without it, none."""
+    assert main(["compare", str(capture), str(capture)]) == 2
+    assert "no run found" in capsys.readouterr().err
+    args = ["compare", str(capture), str(capture), "--conventions", str(mapping)]
+    main([*args, "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert [s["tool"] for s in doc["shared"]] == ["lookup"]
