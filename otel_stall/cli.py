@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any, Final
 
+from otel_stall.conventions import Conventions
 from otel_stall.core.config import ConfigError
 from otel_stall.core.errors import InputError
 from otel_stall.core.policy import StallPolicy
@@ -144,6 +145,27 @@ def _add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--warn-at", type=int, metavar="N", help="back-to-back repeats that warn")
     group.add_argument("--config", metavar="FILE", help="TOML or JSON file of policy settings")
+    add_conventions_argument(parser)
+
+
+def add_conventions_argument(parser: argparse.ArgumentParser) -> None:
+    """``--conventions FILE``: a TOML mapping for spans no built-in convention reads."""
+    parser.add_argument(
+        "--conventions",
+        metavar="FILE",
+        help="TOML mapping of your own span conventions, added to the built-ins "
+        "(default: $OTEL_STALL_CONVENTIONS); see docs/frameworks.md",
+    )
+
+
+def conventions_from_args(args: argparse.Namespace) -> Conventions:
+    """The built-in conventions plus ``--conventions FILE`` (or ``OTEL_STALL_CONVENTIONS``)."""
+    from otel_stall.conventions.user import conventions_from_file
+
+    try:
+        return conventions_from_file(getattr(args, "conventions", None))
+    except ConfigError as exc:
+        raise UsageError(f"conventions: {exc}") from None
 
 
 # -- progress -------------------------------------------------------------------------
@@ -401,8 +423,13 @@ def cmd_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
     _refuse_writing_over_inputs(args)
     with spooled_stdin(args.paths) as (paths, labels):
         with _progress(paths, "reading") as progress:
+            conventions = conventions_from_args(args)
             replayer = Replayer(
-                policy, progress=progress, pause_gc=True, max_message=args.max_message_mib
+                policy,
+                conventions,
+                progress=progress,
+                pause_gc=True,
+                max_message=args.max_message_mib,
             )
             result = replayer.analyse(
                 paths, labels=labels, keep_enrichment=bool(args.out or args.export_otlp)
@@ -451,11 +478,17 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     _add_input_arguments(parser)
 
 
-def _pick_run(spec: str, policy: StallPolicy, max_message: int, stderr: IO[str]) -> RunReport:
+def _pick_run(
+    spec: str,
+    policy: StallPolicy,
+    max_message: int,
+    stderr: IO[str],
+    conventions: Conventions | None = None,
+) -> RunReport:
     path, _, selector = spec.partition("#")
     if not os.path.exists(path) and "#" in spec:
         path, selector = spec, ""
-    result = Replayer(policy, max_message=max_message).analyse([path])
+    result = Replayer(policy, conventions, max_message=max_message).analyse([path])
     _print_errors(result.errors, stderr, result.skipped)
     if _no_spans(result, [path], stderr):
         raise UsageError(f"{spec}: nothing to compare")
@@ -490,8 +523,9 @@ def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
     from otel_stall.core.compare import Conclusion, compare_runs
 
     policy = policy_from_args(args)
-    a = _pick_run(args.a, policy, args.max_message_mib, stderr)
-    b = _pick_run(args.b, policy, args.max_message_mib, stderr)
+    conventions = conventions_from_args(args)
+    a = _pick_run(args.a, policy, args.max_message_mib, stderr, conventions)
+    b = _pick_run(args.b, policy, args.max_message_mib, stderr, conventions)
     comparison = compare_runs(a, b, min_count=args.min_count)
     sections = (
         ("shared", comparison.shared),
@@ -671,6 +705,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     from otel_stall.gateway.flags import add_arguments
 
     add_arguments(parser)
+    add_conventions_argument(parser)
 
 
 def cmd_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
@@ -678,6 +713,38 @@ def cmd_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     from otel_stall.gateway.server import run
 
     return run(args, stderr)
+
+
+# -- explain --------------------------------------------------------------------------
+
+
+def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``otel-stall explain``."""
+    parser.add_argument("paths", nargs="+", metavar="FILE", help="file, directory, or - (stdin)")
+    parser.add_argument("--span", metavar="ID", help="only this span (hex span id)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    add_conventions_argument(parser)
+
+
+def cmd_explain(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    """Print each span's role, tool name, and where its arguments, result and status came from."""
+    from dataclasses import asdict
+
+    from otel_stall.offline.explain import explanations
+
+    conventions = conventions_from_args(args)
+    errors: list[InputError] = []
+    found = 0
+    for explanation in explanations(args.paths, conventions, errors, args.span):
+        found += 1
+        if args.format == "json":
+            stdout.write(json.dumps(asdict(explanation)) + "\n")
+        else:
+            stdout.write("\n".join(explanation.lines()) + "\n")
+    _print_errors(errors, stderr)
+    if args.span and not found:
+        raise UsageError(f"span {args.span} not found")
+    return EXIT_USAGE if errors else EXIT_OK
 
 
 # -- entry point -----------------------------------------------------------------------
@@ -688,6 +755,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Comman
     "compare": ("compare the loops of two runs", add_compare_arguments, cmd_compare),
     "demo": ("run a simulated looping agent, live then replayed", add_demo_arguments, cmd_demo),
     "serve": ("run the OTLP gateway (detect, enrich, forward)", add_serve_arguments, cmd_serve),
+    "explain": (
+        "show how each span is read: role, tool, where arguments/result/status come from",
+        add_explain_arguments,
+        cmd_explain,
+    ),
 }
 """Subcommands: name -> (help, add-arguments, command). ``serve`` registers here too."""
 

@@ -25,7 +25,7 @@ from typing import Any, Final
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from otel_stall.conventions import Conventions, Role, SpanRecord, is_agent_span_name
+from otel_stall.conventions import Conventions, Role, SpanRecord, is_role_span_name
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.stall_attributes import SpanEvent
 from otel_stall.gateway.buffer import AGENT, FULL, MODEL, ROOT, TOOL, Entry, Held, Ready
@@ -180,8 +180,8 @@ class Detector:
 
     @staticmethod
     def named_as_agent(span: Any) -> bool:
-        """Whether the span's name marks a run (the full decoder then decides its role)."""
-        return is_agent_span_name(span.name)
+        """Whether the span's name gives it a role (the full decoder then decides its role)."""
+        return is_role_span_name(span.name)
 
     # -- a decided trace ------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from types import FrameType
 from typing import IO, NoReturn
 
 from otel_stall.conventions import Conventions
+from otel_stall.conventions.user import conventions_from_file
 from otel_stall.core.config import ConfigError
 from otel_stall.core.policy import StallPolicy
 from otel_stall.gateway.config import GatewayConfig
@@ -146,7 +147,8 @@ def run(args: argparse.Namespace, stderr: IO[str] | None = None) -> int:
     try:
         configure_logging(args)
         config = config_from_args(args)
-        gateway = Gateway(config).start()
+        conventions = conventions_from_file(getattr(args, "conventions", None))
+        gateway = Gateway(config, conventions=conventions).start()
     except (ConfigError, ValueError, StartupError) as exc:
         print(f"otel-stall serve: {exc}", file=stderr)
         return 2

@@ -60,7 +60,14 @@ def span_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None)
         (span.attributes or {}) if attributes is None else attributes,
         status.status_code.value,
         status.description or "",
+        _events(span),
     )
+
+
+def _events(span: ReadableSpan) -> tuple[tuple[str, Any], ...]:
+    """The span's events as the conventions read them (name, attributes); most spans have none."""
+    events = span.events  # the SDK copies them on each read: once
+    return tuple((e.name, e.attributes or {}) for e in events) if events else ()
 
 
 def add_within_limits(

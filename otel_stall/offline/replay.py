@@ -95,6 +95,10 @@ class ReplayResult:
     """Spans accepted by the ``--export-otlp`` endpoint (None when not asked)."""
     inputs: list[str] | None = None
     """The files pass one read: pass two reads these and no others."""
+    model_calls: int = 0
+    """Model calls recognised in all traces."""
+    unrecognised: dict[str, int] = field(default_factory=dict)
+    """Agent-like span names no convention reads, with how many spans had each."""
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -116,6 +120,13 @@ class ReplayResult:
             "runs": len(self.reports),
             "verdicts": self.verdicts,
         }
+        out["recognised"] = {
+            "tool_calls": sum(r.tool_calls for r in self.reports),
+            "model_calls": self.model_calls,
+        }
+        if self.unrecognised:
+            top = sorted(self.unrecognised.items(), key=lambda kv: (-kv[1], kv[0]))[:20]
+            out["unrecognised_span_names"] = dict(top)
         if self.tool_call_events:
             out["tool_call_events"] = self.tool_call_events
         if self.skipped:
@@ -216,6 +227,9 @@ class Replayer:
             if keep_enrichment:
                 result.traces[trace_id] = analysis
             result.reports.extend(analysis.reports)
+            result.model_calls += analysis.model_calls
+            for name, count in analysis.unrecognised.items():
+                result.unrecognised[name] = result.unrecognised.get(name, 0) + count
         return result
 
     def _units(self, path: str, label: str, errors: list[InputError]) -> Iterator[Unit]:

@@ -139,6 +139,7 @@ def run_json(report: RunReport, *, redact: bool = False) -> dict[str, Any]:
         "trace_id": attrs.get("trace_id"),
         "run_span_id": attrs.get("run_span_id"),
         "agent": attrs.get("agent"),
+        **_content_json(attrs),
         "verdict": report.verdict.value,
         "stall_score": report.stall_score,
         "tool_calls": report.tool_calls,
@@ -146,6 +147,13 @@ def run_json(report: RunReport, *, redact: bool = False) -> dict[str, Any]:
         "findings": [finding_json(f, previews.of(f)) for f in report.findings],
         "ledger": [ledger_json(r) for r in report.ledger],
     }
+
+
+def _content_json(attrs: Any) -> dict[str, Any]:
+    """``content_captured: false`` and the switch, for a run whose tool calls had no content."""
+    if attrs.get("content_captured") is not False:
+        return {}
+    return {"content_captured": False, "content_switch": attrs.get("content_switch")}
 
 
 def error_json(error: InputError) -> dict[str, Any]:
@@ -254,13 +262,31 @@ def summary_facts(result: ReplayResult) -> list[tuple[str, str]]:
         (
             "calls recognised",
             f"{_n(sum(r.tool_calls for r in result.reports), 'tool call')} in "
-            f"{_n(sum(r.rounds for r in result.reports), 'round')}",
+            f"{_n(sum(r.rounds for r in result.reports), 'round')}, "
+            f"{_n(result.model_calls, 'model call')}",
         ),
     ]
+    facts += _blind_spots(result, summary.get("unrecognised_span_names"))
     if result.written is not None:
         facts.append(("written", _n(result.written, "span")))
     if result.exported is not None:
         facts.append(("exported", _n(result.exported, "span")))
+    return facts
+
+
+def _blind_spots(
+    result: ReplayResult, unrecognised: dict[str, int] | None
+) -> list[tuple[str, str]]:
+    """What the replay could not see: runs without content, agent-like spans not read."""
+    facts = []
+    blind = [r for r in result.reports if r.attributes.get("content_captured") is False]
+    if blind:
+        switches = sorted({str(r.attributes.get("content_switch")) for r in blind} - {"None"})
+        hint = f": turn it on with {', '.join(switches)}" if switches else ""
+        facts.append(("content not captured", f"{_n(len(blind), 'run')}{hint}"))
+    if unrecognised:
+        names = ", ".join(f"{name!r} x{n}" for name, n in list(unrecognised.items())[:5])
+        facts.append(("not recognised", f"{names} (see otel-stall explain)"))
     return facts
 
 
@@ -509,6 +535,10 @@ def _run_block(report: RunReport, options: ReportOptions) -> list[Any]:
     where = run_title(report).partition(" (")[2].rstrip(")")
     parts: list[Any] = [head]
     parts += [_line(f"  {text}") for text in (where, score_explanation(report), _counts(report))]
+    if report.attributes.get("content_captured") is False:
+        switch = report.attributes.get("content_switch")
+        hint = f": turn it on with {switch}" if switch else ""
+        parts.append(_line(f"  content not captured, so repeats cannot be seen{hint}"))
     parts += [finding_text(line) for line in finding_lines(report, redact=options.redact)]
     if report.ledger:
         parts.append(_ledger_table(report))
