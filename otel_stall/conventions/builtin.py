@@ -146,14 +146,21 @@ def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
         model_keys=flat("model_keys"),
         model_names=frozenset(flat("model_span_names")),
         model_prefixes=tuple(f"{name} " for name in flat("model_span_names")),
-        content_keys=frozenset((*arguments, *results)),
+        content_keys=frozenset(
+            (
+                *arguments,
+                *results,
+                *(name for name, _ in flat("arguments_events")),
+                *(name for name, _ in flat("result_events")),
+            )
+        ),
     )
 
 
 BUILTIN_TABLES: Final = compile_conventions(BUILTIN)
 
 CONTENT_KEYS: Final = BUILTIN_TABLES.content_keys | {GenAI.INPUT_MESSAGES, GenAI.OUTPUT_MESSAGES}
-"""Raw payload attributes: what redaction strips from exported spans."""
+"""Raw payload attributes, and the names of events that carry payloads: what redaction strips."""
 
 ROLE_KEYS: Final = BUILTIN_TABLES.role_keys
 """Every attribute :meth:`Conventions.role` reads (besides custom ``role_key`` values).
@@ -340,7 +347,11 @@ class Conventions:
 
     @property
     def content_keys(self) -> frozenset[str]:
-        """Every attribute that holds a raw payload: what redaction strips, live and offline.
+        """Every attribute, and every event name, that holds a raw payload: what redaction strips.
+
+        Live and offline alike. Attribute keys and event names never collide
+        (``gen_ai.tool.message`` is an event, ``gen_ai.tool.call.arguments`` an attribute),
+        so one set serves both.
 
         The built-in payload keys and those of custom mappings, so a redacted
         export never carries content that some mapping reads as arguments or results.

@@ -106,6 +106,11 @@ def redact(attributes: dict[str, Any], content_keys: frozenset[str]) -> None:
         del attributes[key]
 
 
+def redact_events(events: Sequence[Event], content_keys: frozenset[str]) -> list[Event]:
+    """The events without those that carry payloads (their names are in ``content_keys``)."""
+    return [event for event in events if event.name not in content_keys]
+
+
 def enrich(
     span: ReadableSpan,
     attributes: dict[str, Any],

@@ -73,6 +73,7 @@ from otel_stall.live.enriched import (
     copy_span,
     enrich,
     redact,
+    redact_events,
     span_record,
 )
 from otel_stall.live.guard import StallGuard
@@ -150,9 +151,12 @@ class StallSpanProcessor(SpanProcessor):
         self._limits = span_limits or SpanLimits()
         """The provider's span limits (by default the SDK's, from ``OTEL_*_LIMIT``): the
         attributes and events a copy gets obey them, as they would on the live span."""
-        self._role_keys = self.conventions.role_keys
-        """The keys a span needs for ``role()`` to be asked; ``None``: ask for every span."""
         self._content_keys = self.conventions.content_keys
+        role_keys = self.conventions.role_keys
+        if settings.redact and role_keys is not None:  # a payload on any span must go
+            role_keys = role_keys | self._content_keys
+        self._role_keys = role_keys
+        """The keys that make a span worth a look (``role()``, or redaction); ``None``: all."""
         self._role_prefixes, self._role_names = self.conventions.role_name_patterns
         """Span-name prefixes and names that give a span a role before its attributes do."""
         self._table: Final = RunTable(
@@ -403,7 +407,7 @@ class StallSpanProcessor(SpanProcessor):
         attributes = attribute_dict(span)  # a plain dict: cheap lookups, then the copy's
         role = self.conventions.span_role(span.name, attributes)
         parent = span.parent
-        if node.shared and parent is not None and role is Role.OTHER:
+        if node.shared and parent is not None and role is Role.OTHER and not self.settings.redact:
             return span  # role keys, but no role: a plain span after all
         extra = self._detect(span, ctx, role, node, attributes)
         run = node.owned
@@ -414,9 +418,10 @@ class StallSpanProcessor(SpanProcessor):
             trace_run = self._table.root_ended(ctx.trace_id)
             run = trace_run if run is None else run
         events, dropped = (None, 0) if run is None else self._run_ended(span, run, extra)
-        redacting = self.settings.redact and (not node.shared or role is not Role.OTHER)
+        redacting = self.settings.redact
         if redacting:
             redact(attributes, self._content_keys)
+            events = redact_events(span.events if events is None else events, self._content_keys)
         elif not extra and events is None:
             return span
         return enrich(span, attributes, extra, self._limits, events, dropped, redacted=redacting)

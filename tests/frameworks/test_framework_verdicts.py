@@ -33,7 +33,8 @@ from opentelemetry.trace import (
 
 from otel_stall import replay
 from otel_stall.conventions import Conventions, Role, SpanRecord
-from otel_stall.core.records import RunReport
+from otel_stall.core.records import ABSENT, RunReport
+from otel_stall.live.enriched import span_record
 from otel_stall.live.processor import StallSpanProcessor
 from otel_stall.offline.replay import Replayer
 from otel_stall.otlp.decode import spans_from_json
@@ -175,7 +176,7 @@ def _timeline(records: list[SpanRecord]) -> list[tuple[int, int, int, SpanRecord
     return steps
 
 
-def _live_spans(path: Path, at_start: bool) -> list[ReadableSpan]:
+def _live_spans(path: Path, at_start: bool, *, redact: bool = False) -> list[ReadableSpan]:
     """The fixture's spans re-made through a real SDK pipeline with the live processor.
 
     ``at_start``: every attribute is set when the span starts; else a model
@@ -190,7 +191,7 @@ def _live_spans(path: Path, at_start: bool) -> list[ReadableSpan]:
     ids = _FixedIds()
     memory = InMemorySpanExporter()
     provider = TracerProvider(id_generator=ids)
-    provider.add_span_processor(StallSpanProcessor(SimpleSpanProcessor(memory)))
+    provider.add_span_processor(StallSpanProcessor(SimpleSpanProcessor(memory), redact=redact))
     tracer = provider.get_tracer("fixture")
     live: dict[str, Span] = {}
     conventions = Conventions()
@@ -288,3 +289,47 @@ def test_live_matches_replay(entry: dict[str, Any], at_start: bool) -> None:
             e.attributes for e in trace.events.get(f"{ctx.span_id:016x}", [])
         ]
     assert {k: v for k, v in live.items() if v} == {k: v for k, v in replayed.items() if v}
+
+
+def _payloads(records: list[SpanRecord]) -> list[tuple[str, Any, Any]]:
+    """The tool calls' arguments and results that the conventions read from ``records``."""
+    conventions = Conventions()
+    calls = [
+        conventions.tool_call(r) for r in records if conventions.role(r.attributes) is Role.TOOL
+    ]
+    return [
+        (c.tool, c.arguments, c.result) for c in calls if (c.arguments, c.result) != (ABSENT,) * 2
+    ]
+
+
+_CONTENT_CASES = [
+    pytest.param(e, id=e["path"])
+    for e in MANIFEST
+    if e["scenario"] == "loop" and e.get("content", True)
+]
+
+
+@pytest.mark.parametrize("entry", _CONTENT_CASES)
+def test_redacted_exports_carry_no_payload(entry: dict[str, Any], tmp_path: Path) -> None:
+    """With redaction on, neither the live copy nor the replay's re-export holds a tool payload."""
+    path = HERE / entry["path"]
+    records = [
+        r
+        for line in path.read_bytes().splitlines()
+        if line.strip()
+        for r in spans_from_json(orjson.loads(line))
+    ]
+    assert _payloads(records), "the fixture's loop carries content"
+    live = [span_record(span) for span in _live_spans(path, at_start=True, redact=True)]
+    assert _payloads(live) == []
+    out = tmp_path / "redacted.jsonl"
+    replayer = Replayer()
+    replayer.write_json_lines(replayer.analyse([str(path)]), [str(path)], out, redact=True)
+    replayed = [
+        r
+        for line in out.read_bytes().splitlines()
+        if line.strip()
+        for r in spans_from_json(orjson.loads(line))
+    ]
+    assert len(replayed) == len(records)
+    assert _payloads(replayed) == []
