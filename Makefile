@@ -13,7 +13,7 @@ WORKERS ?= auto
 # Extra pytest arguments, e.g. PYTEST_ARGS='-m "not slow"' (the extra Pythons in .ci/run).
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench docs clean
 
 $(VENV)/.installed: pyproject.toml setup.py otel_stall/core/_canon.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,8 +42,13 @@ unit: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
+## docs: build the user docs into site/ (MkDocs; --strict, so a broken link or a missing page
+## fails). The reference pages are generated from the code by docs/gen_reference.py.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist
+	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache build dist
 
 ## fixtures: regenerate tests/frameworks/ from real agent frameworks run offline (ONLY=name[/layout])
 .PHONY: fixtures

@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_stall import StallDetected, StallPolicy, StallSpanProcessor
+from otel_stall.offline.report import score_explanation
 from otel_stall.semconv import StallAttributes
 
 
@@ -30,6 +31,8 @@ def main() -> None:
     tracer = provider.get_tracer("example")
     guard = processor.guard
 
+    told: set[str] = set()
+    stopped: StallDetected | None = None
     with tracer.start_as_current_span(
         "invoke_agent researcher", attributes={"gen_ai.operation.name": "invoke_agent"}
     ):
@@ -44,7 +47,10 @@ def main() -> None:
                 "gen_ai.tool.call.arguments": json.dumps(args),
             }
             if refusal is not None:
-                print(f"turn {turn}: refused -> {refusal.message}")
+                again = refusal.message in told
+                told.add(refusal.message)
+                print(f"turn {turn}: refused fetch {json.dumps(args)}", end="")
+                print(" again" if again else f" -> {refusal.message}")
                 attributes[StallAttributes.REFUSED] = True
                 with tracer.start_as_current_span("execute_tool fetch", attributes=attributes):
                     pass
@@ -53,18 +59,18 @@ def main() -> None:
                 attributes["gen_ai.tool.call.result"] = json.dumps(result)
                 with tracer.start_as_current_span("execute_tool fetch", attributes=attributes):
                     pass
-                print(f"turn {turn}: ran fetch")
+                print(f"turn {turn}: ran fetch {json.dumps(args)}")
             try:
                 guard.raise_if_stalled()
-            except StallDetected as stalled:
-                print(f"stopping: {stalled}")
+            except StallDetected as stalled_now:
+                stopped = stalled_now
+                print(f"stopping: {stalled_now}")
                 break
     provider.shutdown()
     run_span = exporter.get_finished_spans()[-1]
-    attrs = run_span.attributes or {}
-    print(
-        "verdict:", attrs.get(StallAttributes.VERDICT), "score:", attrs.get(StallAttributes.SCORE)
-    )
+    verdict = (run_span.attributes or {}).get(StallAttributes.VERDICT)
+    explained = "" if stopped is None else f" ({score_explanation(stopped.report)})"
+    print(f"verdict: {verdict}{explained}")
 
 
 if __name__ == "__main__":

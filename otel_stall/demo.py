@@ -5,19 +5,44 @@ It emits OTel GenAI spans the way an instrumented agent framework does
 under a tool), with content capture on. The ``researcher`` run loops: it
 re-fetches the same page and gets the same text back; the ``planner`` run
 makes progress. Tests use the same agent, so the demo is what is tested.
+
+Given a :class:`~otel_stall.live.guard.StallGuard`, the researcher does what a
+guarded agent does: it asks the gate before each tool call, records a refused
+call as a refused span instead of running it, and stops as soon as the run's
+verdict reaches ``break``. Without one it loops for its rounds, unguarded.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
-__all__ = ["run_looping_agent", "run_progressing_agent"]
+from otel_stall.live.guard import Refusal, StallDetected, StallGuard
+from otel_stall.semconv import StallAttributes
 
-_PAGE = {"url": "https://docs.example.com/otel/spans", "text": "Spans describe one operation."}
+__all__ = ["PAGE_URL", "Step", "run_looping_agent", "run_progressing_agent"]
+
+PAGE_URL: Final = "https://docs.example.com/otel/spans"
+_PAGE = {"url": PAGE_URL, "text": "Spans describe one operation."}
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One tool call the researcher asked for, and what the gate said."""
+
+    round: int
+    tool: str
+    arguments: dict[str, Any]
+    refusal: Refusal | None = None
+    """Set when the gate refused the call: it did not run, and the model gets the message."""
+
+
+OnStep = Callable[[Step], None]
 
 
 def _tool(tracer: Tracer, name: str, args: dict[str, Any], result: Any) -> None:
@@ -37,6 +62,21 @@ def _tool(tracer: Tracer, name: str, args: dict[str, Any], result: Any) -> None:
         span.set_attribute("gen_ai.tool.call.result", json.dumps(result))
 
 
+def _refused_tool(tracer: Tracer, name: str, args: dict[str, Any]) -> None:
+    """A call the gate refused: it did not run, so its span has no result and no HTTP child."""
+    with tracer.start_as_current_span(
+        f"execute_tool {name}",
+        kind=SpanKind.INTERNAL,
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.arguments": json.dumps(args),
+            StallAttributes.REFUSED: True,
+        },
+    ):
+        pass
+
+
 def _chat(tracer: Tracer, model: str = "demo-model") -> None:
     with tracer.start_as_current_span(
         f"chat {model}",
@@ -46,19 +86,67 @@ def _chat(tracer: Tracer, model: str = "demo-model") -> None:
         pass
 
 
-def run_looping_agent(tracer: Tracer | None = None, rounds: int = 6) -> None:
-    """A researcher that searches once, then fetches the same page again and again."""
+def _call(
+    tracer: Tracer,
+    guard: StallGuard | None,
+    step: Step,
+    result: Any,
+    on_step: OnStep | None,
+) -> None:
+    """Ask the gate (if any), then run the call or record its refusal."""
+    refusal = None if guard is None else guard.before_call(step.tool, step.arguments)
+    if refusal is None:
+        _tool(tracer, step.tool, step.arguments, result)
+    else:
+        _refused_tool(tracer, step.tool, step.arguments)
+        step = Step(step.round, step.tool, step.arguments, refusal)
+    if on_step is not None:
+        on_step(step)
+
+
+def run_looping_agent(
+    tracer: Tracer | None = None,
+    rounds: int = 6,
+    *,
+    guard: StallGuard | None = None,
+    on_step: OnStep | None = None,
+) -> StallDetected | None:
+    """A researcher that searches once, then fetches the same page again and again.
+
+    With ``guard``, ``rounds`` is the most it tries: it stops as soon as the
+    gate says ``break`` and returns the :class:`StallDetected` that stopped it
+    (its message is the guidance the model gets). Without one it always runs
+    ``rounds`` fetches and returns ``None``.
+    """
     tracer = tracer or trace.get_tracer("otel_stall.demo")
+    stopped = None
     with tracer.start_as_current_span(
         "invoke_agent researcher",
         attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher"},
     ):
         _chat(tracer)
-        _tool(tracer, "search", {"query": "otel span basics"}, {"hits": [_PAGE["url"]]})
-        for _ in range(rounds):
+        search = Step(1, "search", {"query": "otel span basics"})
+        _call(tracer, guard, search, {"hits": [PAGE_URL]}, on_step)
+        for n in range(rounds):
             _chat(tracer)
-            _tool(tracer, "fetch", {"url": _PAGE["url"]}, _PAGE)
-        _chat(tracer)
+            stopped = _stalled(guard)
+            if stopped is not None:
+                break
+            _call(tracer, guard, Step(n + 2, "fetch", {"url": PAGE_URL}), _PAGE, on_step)
+        if stopped is None:
+            _chat(tracer)
+    return stopped
+
+
+def _stalled(guard: StallGuard | None) -> StallDetected | None:
+    """Whether the gate says stop, asked as a round starts (the model's answer closed the last)."""
+    if guard is None:
+        return None
+    try:
+        guard.raise_if_stalled()
+    except StallDetected as stalled:
+        return stalled
+    return None
 
 
 def run_progressing_agent(tracer: Tracer | None = None, rounds: int = 4) -> None:

@@ -9,6 +9,7 @@ exemplars point from a spike in ``stall.findings`` to the stalled run's trace.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 from opentelemetry import metrics
 from opentelemetry.context import Context
@@ -66,16 +67,31 @@ class StallMetrics:
         self._runs.add(1, {Stall.VERDICT: report.verdict.value}, context)
 
     def record_report(self, report: RunReport) -> None:
-        """Count a whole finished run at once: its rows, findings and verdict.
+        """Count a whole finished run at once: its rows, findings and verdict."""
+        self.record_reports((report,))
 
-        Rows are added once per attribute combination rather than once per row,
-        which matters where whole traces are analysed at a time (the gateway).
+    def record_reports(self, reports: Iterable[RunReport]) -> None:
+        """Count finished runs at once: one add per series, however many rows and runs.
+
+        Each add costs the SDK about 10 us (attribute hashing, a lock), and
+        the gateway decides a few dozen traces per request: adding per
+        finding and per run was a fifth of its CPU on agent traffic
+        (bench_gateway ``agent``). The counts are the same as adding one by one.
         """
-        rows = Counter((r.tool, r.repeat_of is not None, r.new_fact) for r in report.ledger)
+        rows: Counter[tuple[str, bool, bool]] = Counter()
+        findings: Counter[tuple[str, str, str]] = Counter()
+        runs: Counter[str] = Counter()
+        for report in reports:
+            rows.update((r.tool, r.repeat_of is not None, r.new_fact) for r in report.ledger)
+            findings.update((f.kind.value, f.action.value, f.tool) for f in report.findings)
+            runs[report.verdict.value] += 1
         for (tool, repeat, new_fact), count in rows.items():
             self._tool_calls.add(
                 count, {GenAI.TOOL_NAME: tool, Names.REPEAT: repeat, Stall.NEW_FACT: new_fact}
             )
-        for finding in report.findings:
-            self.record_finding(finding)
-        self.record_run(report)
+        for (kind, action, tool), count in findings.items():
+            self._findings.add(
+                count, {Event.KIND: kind, Event.ACTION: action, GenAI.TOOL_NAME: tool}
+            )
+        for verdict, count in runs.items():
+            self._runs.add(count, {Stall.VERDICT: verdict})

@@ -110,6 +110,18 @@ class GenAIAttributes:
     """Chat history sent to the model (opt-in content); stripped by redaction."""
     OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
     """Model output (opt-in content); stripped by redaction."""
+    HANDOFF_TO_AGENT: Final = "gen_ai.handoff.to_agent"
+    """string: on an ``agent_handoff`` span, the receiving agent: that call's argument."""
+    CONVERSATION_ID: Final = "gen_ai.conversation.id"
+    """string: the session a span belongs to (gemini-cli has no span that spans it)."""
+    TOOL_MESSAGE_EVENT: Final = "gen_ai.tool.message"
+    """Span event: a tool call's arguments in ``content`` (Strands' default layout)."""
+    CHOICE_EVENT: Final = "gen_ai.choice"
+    """Span event: on a tool span, the tool's result in ``message`` (Strands)."""
+    EVENT_CONTENT: Final = "content"
+    """Event attribute of ``gen_ai.tool.message``: the arguments."""
+    EVENT_MESSAGE: Final = "message"
+    """Event attribute of ``gen_ai.choice``: the result."""
 
 
 class GenAIOperation:
@@ -125,6 +137,12 @@ class GenAIOperation:
     """A multimodal model call."""
     INVOKE_AGENT: Final = "invoke_agent"
     """An agent invocation: one run."""
+    AGENT_HANDOFF: Final = "agent_handoff"
+    """A handoff to another agent (OTel contrib OpenAI Agents): a tool call of the handing agent."""
+    TOOL_CALL: Final = "tool_call"
+    """gemini-cli's own name for a tool call."""
+    LLM_CALL: Final = "llm_call"
+    """gemini-cli's own name for a model call."""
 
 
 class ErrorAttributes:
@@ -160,6 +178,8 @@ class OpenInferenceAttributes:
     """string: the span's output, often JSON."""
     LLM_MODEL_NAME: Final = "llm.model_name"
     """string: the model on LLM spans."""
+    REDACTED: Final = "__REDACTED__"
+    """What ``OPENINFERENCE_HIDE_INPUTS/OUTPUTS`` write in place of content: not content."""
 
 
 class TraceloopAttributes:
@@ -186,3 +206,40 @@ class ADKAttributes:
     """string: JSON response of a tool call."""
     LLM_REQUEST: Final = "gcp.vertex.agent.llm_request"
     """string: marks an ADK model call."""
+    MERGED_TOOL: Final = "(merged tools)"
+    """``gen_ai.tool.name`` of ADK's synthetic span after parallel calls: not a call."""
+
+
+class PydanticAIAttributes:
+    """pydantic-ai's own keys (instrumentation versions 1 and 2)."""
+
+    TOOL_ARGUMENTS: Final = "tool_arguments"
+    """JSON string: a tool call's arguments."""
+    TOOL_RESPONSE: Final = "tool_response"
+    """string: a tool call's result."""
+    AGENT_NAME: Final = "agent_name"
+    """string: on ``agent run`` spans, which carry no GenAI operation before 1.0."""
+
+
+class VercelAIAttributes:
+    """The Vercel AI SDK's pre-v7 telemetry (``LegacyOpenTelemetry``)."""
+
+    OPERATION_ID: Final = "ai.operationId"
+    """string: ``ai.toolCall``, ``ai.generateText``, ``ai.generateText.doGenerate``, ..."""
+    TOOL_NAME: Final = "ai.toolCall.name"
+    """string: the tool's name."""
+    TOOL_ARGS: Final = "ai.toolCall.args"
+    """JSON string: the tool call's arguments (``recordInputs``)."""
+    TOOL_RESULT: Final = "ai.toolCall.result"
+    """JSON string: the tool's result (``recordOutputs``)."""
+    FUNCTION_ID: Final = "ai.telemetry.functionId"
+    """string: the caller's name for the generation, used as the agent's name."""
+
+
+class LangGraphMarkers:
+    """How OpenInference marks a LangGraph node visit."""
+
+    METADATA: Final = "metadata"
+    """JSON string on OpenInference spans; a graph step's holds ``langgraph_node``."""
+    NODE: Final = "langgraph_node"
+    """The key inside ``metadata`` that makes an AGENT span a step of its graph's run."""

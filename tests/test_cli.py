@@ -43,6 +43,7 @@ FINDING_KEYS = {
     "seq",
     "round",
     "message",
+    "arguments_preview",
 }
 LEDGER_KEYS = {
     "seq",
@@ -181,7 +182,7 @@ def test_threshold_moves_the_break(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize("fmt", ["table", "markdown"])
 def test_human_formats(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Table and Markdown show each run's verdict, the ledger columns and the stall score."""
-    assert main(["replay", JSONL, "--format", fmt]) == 1
+    assert main(["replay", JSONL, "--format", fmt, "--all"]) == 1
     out = capsys.readouterr().out
     for text in ("researcher", "break", "repeat_of", "new_fact", "stall score", "librarian"):
         assert text in out
@@ -249,8 +250,8 @@ def test_demo_runs_live_then_replays(tmp_path: Path, capsys: pytest.CaptureFixtu
     capture = tmp_path / "demo.jsonl"
     assert main(["demo", "--capture", str(capture), "--format", "json"]) == 0
     out = capsys.readouterr().out
-    assert "live: repeat -> break" in out
-    report = json.loads(out[out.index("{") :])
+    assert "refused by the gate" in out
+    report = json.loads(out[out.index("\n{\n") + 1 :])
     assert sorted(r["verdict"] for r in report["runs"]) == ["break", "ok"]
     assert report["summary"]["spans"] == len(
         [
@@ -285,3 +286,65 @@ def test_compare_unknown_run_is_usage_error(capsys: pytest.CaptureFixture[str]) 
     """Selecting a run that does not exist exits 2 with a message."""
     assert main(["compare", f"{JSONL}#nobody", JSONL]) == 2
     assert "no run found" in capsys.readouterr().err
+
+
+# -- issue 20 item 5: honest answers to wrong input --------------------------------------
+
+
+def _empty_stdin(tmp: Path) -> tuple[list[str], str]:
+    return ["-"], "<stdin>"
+
+
+def _empty_directory(tmp: Path) -> tuple[list[str], str]:
+    (tmp / "empty").mkdir()
+    return [str(tmp / "empty")], str(tmp / "empty")
+
+
+def _blank_lines(tmp: Path) -> tuple[list[str], str]:
+    (tmp / "blank.jsonl").write_bytes(b"\n  \n\n")
+    return [str(tmp / "blank.jsonl")], str(tmp / "blank.jsonl")
+
+
+def _both(tmp: Path) -> tuple[list[str], str]:
+    (paths, where), (more, also) = _blank_lines(tmp), _empty_directory(tmp)
+    return [*paths, *more], f"{where}, {also}"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [_empty_stdin, _empty_directory, _blank_lines, _both],
+    ids=["empty-stdin", "empty-directory", "blank-lines", "file-and-directory"],
+)
+def test_no_spans_at_all_is_exit_2_naming_the_inputs_and_the_formats(
+    case: Any, tmp_path: Path
+) -> None:
+    """Nothing to replay is bad input: exit 2, the inputs named, the formats read listed."""
+    paths, where = case(tmp_path)
+    proc = _subprocess(["replay", *paths, "--format", "json"], stdin=b"")
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err
+    assert f"no spans found in {where};" in err
+    assert "OTLP/JSON lines" in err
+    assert "JSONL tool calls" in err
+
+
+def test_compare_with_an_input_without_spans_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`compare` given an empty file says there is nothing to compare, exit 2."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert main(["compare", str(empty), JSONL]) == 2
+    err = capsys.readouterr().err
+    assert f"no spans found in {empty}" in err
+    assert "nothing to compare" in err
+
+
+@pytest.mark.parametrize("value", ["0", "1025", "lots", "1.5"])
+def test_max_message_mib_outside_1_to_1024_is_a_usage_error(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--max-message-mib takes a whole number of MiB from 1 to 1024."""
+    assert main(["replay", JSONL, "--max-message-mib", value]) == 2
+    assert "expected a whole number from 1 to 1024" in capsys.readouterr().err

@@ -22,11 +22,12 @@ def run_example(name: str) -> str:
 def test_guarded_agent_refuses_the_repeat_and_stops_at_break() -> None:
     """The live gate refuses the second identical fetch, and the loop stops with a break verdict."""
     lines = run_example("guarded_agent.py").splitlines()
-    assert lines[0] == "turn 1: ran fetch"
-    assert lines[1].startswith("turn 2: refused -> ")
+    assert lines[0] == 'turn 1: ran fetch {"url": "https://example.com/spans"}'
+    assert lines[1].startswith('turn 2: refused fetch {"url": "https://example.com/spans"} -> ')
+    assert lines[2].endswith(" again")  # the guidance is printed once
     assert not any("ran fetch" in line for line in lines[1:])
     assert any(line.startswith("stopping: ") for line in lines)
-    assert lines[-1].startswith("verdict: break ")
+    assert lines[-1].startswith("verdict: break (stall score ")
 
 
 def test_replay_file_reports_the_bundled_loop() -> None:

@@ -201,3 +201,24 @@ def test_input_error_text(error: InputError, text: str) -> None:
 def test_looks_like_trace_line(line: str | bytes, expected: bool) -> None:
     """Format sniffing recognises this format's lines only."""
     assert looks_like_trace_line(line) is expected
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["bytes", "text"])
+@pytest.mark.parametrize("long", [4096, 1 << 21], ids=["one-piece", "several-pieces"])
+def test_a_line_over_max_line_is_an_error_and_the_rest_is_read(binary: bool, long: int) -> None:
+    """A line longer than the cap (a bomb's endless line) is skipped by number; the others load."""
+    padded = '{"type": "tool_call", "tool": "search", "args": {"q": "' + "x" * long + '"}}\n'
+    text = GOOD + padded + GOOD.replace('"seq": 1', '"seq": 3')
+    stream = io.BytesIO(text.encode()) if binary else io.StringIO(text)
+    result = load_events(stream, name="calls.jsonl", max_line=1024)
+    assert [(e.path, e.line) for e in result.errors] == [("calls.jsonl", 2)]
+    assert "over the 1024 bytes cap" in result.errors[0].message
+    assert "--max-message-mib" in result.errors[0].message
+    assert [c.seq for c in tool_calls(result.events)] == [1, 3]
+
+
+def test_a_line_exactly_at_max_line_is_read() -> None:
+    """The cap counts the line's bytes before its newline: a line of exactly the cap fits."""
+    line = GOOD.rstrip("\n")
+    result = load_events(io.BytesIO((line + "\n" + line).encode()), max_line=len(line))
+    assert (result.errors, len(result.events)) == ([], 2)

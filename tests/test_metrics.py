@@ -56,6 +56,21 @@ def test_record_report_matches_per_row_recording(
     assert calls == report.tool_calls
 
 
+def test_record_reports_adds_up_several_runs(
+    trace_events: Callable[[str], list[ToolCall | ModelCall]],
+) -> None:
+    """Counting several finished runs at once gives the series and values of one by one."""
+    reports = [r for stem in ("loop", "progress", "loop") for r in detect(trace_events(stem))]
+    reader = InMemoryMetricReader()
+    StallMetrics(MeterProvider(metric_readers=[reader])).record_reports(reports)
+    one_by_one = InMemoryMetricReader()
+    metrics = StallMetrics(MeterProvider(metric_readers=[one_by_one]))
+    for report in reports:
+        _per_row(metrics, report)
+    assert _points(reader) == _points(one_by_one)
+    assert sum(v for (name, _), v in _points(reader).items() if name == "stall.runs") == 3
+
+
 @pytest.mark.parametrize("nested", [False, True], ids=["under the agent", "under a step"])
 def test_exemplars_point_at_the_run_span(nested: bool) -> None:
     """Findings and finished runs are counted in the run span's context, wherever they fire."""

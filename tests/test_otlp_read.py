@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from otel_stall.offline.readers import Format, read_units
-from otel_stall.offline.replay import ReplayResult, replay
+from otel_stall.offline.readers import NOT_A_SPAN_FILE, Format, read_units
+from otel_stall.offline.replay import Replayer, ReplayResult, replay
 from otel_stall.offline.report import run_json
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -208,3 +208,71 @@ def test_a_file_and_a_pipe_give_the_same_units(path: Path) -> None:
     assert [u.format for u in from_file] == [u.format for u in from_pipe]
     assert _spans(from_file) == _spans(from_pipe)
     assert file_errors == pipe_errors == []
+
+
+# -- issue 20 item 5: files that are not span files, and tool calls behind other lines -----
+
+RESEARCHER = GOLDEN / "tool_calls" / "researcher.jsonl"
+NOT_SPAN_FILES: dict[str, bytes] = {
+    # Its first four bytes, '"""A', read as a length prefix said 572662337 bytes.
+    "module.py": b'"""A module, not a trace."""\n\nimport os\n',
+    "README.md": b"# Notes\n\nNot a trace.\n",
+    "image.png": b"\x89PNG\r\n\x1a\n" + bytes(range(256)),
+    "table.csv": b"tool,args\nsearch,otel\n",
+    "package.json": b'{"name": "agent", "version": "1.0.0"}\n',
+    "settings.json": b'{\n  "indent": 2,\n  "tabs": false\n}\n',
+    "zeros.bin": b"\x00" * 64,
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_SPAN_FILES))
+def test_a_file_that_is_not_a_span_format_is_unrecognised(name: str) -> None:
+    """Other files read as one unrecognised unit, not as protobuf or JSON full of errors."""
+    errors: list[Any] = []
+    stream = io.BufferedReader(Pipe(NOT_SPAN_FILES[name]))
+    units = list(read_units(name, stream, errors))
+    assert ([u.format for u in units], errors) == ([Format.UNRECOGNISED], [])
+
+
+def test_not_span_files_in_a_directory_are_skipped_not_errors(tmp_path: Path) -> None:
+    """In a folder, other files are noted as skipped; named on their own, each is an error."""
+    for name, data in NOT_SPAN_FILES.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "spans.jsonl").write_bytes((GOLDEN / "formats" / "otlp.jsonl").read_bytes())
+    found = Replayer().analyse([str(tmp_path)])
+    assert found.errors == []
+    assert sorted(Path(e.path).name for e in found.skipped) == sorted(NOT_SPAN_FILES)
+    assert {e.message for e in found.skipped} == {NOT_A_SPAN_FILE}
+    assert found.spans == SPANS_IN_DATASET
+    named = Replayer().analyse([str(tmp_path / name) for name in NOT_SPAN_FILES])
+    assert (len(named.errors), named.skipped) == (len(NOT_SPAN_FILES), [])
+    assert {e.message for e in named.errors} == {NOT_A_SPAN_FILE}
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        b'{"type": "run_start", "run": "r1", "agent": "researcher"}\n',
+        b'{"type": "note", "text": "resourceSpans are not in this file"}\n',
+        b'{"type": "log", "level": "info", "msg": "starting"}\n' * 50,
+        b'{"type": "run_start"}\n{"type": "log", "msg": "x"}\n\n{"type": "note"}\n',
+    ],
+    ids=["run_start", "note-naming-resourceSpans", "50-log-lines", "mixed"],
+)
+def test_tool_calls_behind_lines_of_other_types_are_read_as_tool_calls(
+    before: bytes, tmp_path: Path
+) -> None:
+    """Lines of another type first (which the format skips): still the tool-call format."""
+    path = tmp_path / "calls.jsonl"
+    path.write_bytes(before + RESEARCHER.read_bytes())
+    errors: list[Any] = []
+    with path.open("rb") as stream:
+        units = list(read_units(str(path), stream, errors))
+    assert ([u.format for u in units], errors) == ([Format.TOOL_CALLS], [])
+    result = replay(str(path))
+    plain = replay(str(RESEARCHER))
+    assert result.errors == []
+    assert result.tool_call_events == plain.tool_call_events > 0
+    (got,), (want,) = result.reports, plain.reports
+    assert [r.signature for r in got.ledger] == [r.signature for r in want.ledger]
+    assert got.verdict == want.verdict

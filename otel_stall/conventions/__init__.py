@@ -18,6 +18,8 @@ from otel_stall.conventions.builtin import (
     SpanRecord,
     agent_name,
     is_agent_span_name,
+    is_role_span_name,
+    looks_agent_like,
 )
 
 __all__ = [
@@ -32,4 +34,6 @@ __all__ = [
     "SpanRecord",
     "agent_name",
     "is_agent_span_name",
+    "is_role_span_name",
+    "looks_agent_like",
 ]

@@ -10,36 +10,22 @@ same records whichever way the spans arrive.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
+from otel_stall.conventions.content import Event, event_value, says_error, without_call_ids
+from otel_stall.conventions.mappings import BUILTIN, SpanConvention
 from otel_stall.core.config import env_field, parse_names, resolve
 from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall
-from otel_stall.semconv import (
-    ADKAttributes as ADK,
-)
-from otel_stall.semconv import (
-    ErrorAttributes as Err,
-)
-from otel_stall.semconv import (
-    GenAIAttributes as GenAI,
-)
-from otel_stall.semconv import (
-    GenAIOperation as Op,
-)
-from otel_stall.semconv import (
-    MCPAttributes as MCP,
-)
-from otel_stall.semconv import (
-    OpenInferenceAttributes as OI,
-)
-from otel_stall.semconv import (
-    StallAttributes as Stall,
-)
-from otel_stall.semconv import (
-    TraceloopAttributes as TL,
-)
+from otel_stall.semconv import ErrorAttributes as Err
+from otel_stall.semconv import GenAIAttributes as GenAI
+from otel_stall.semconv import GenAIOperation as Op
+from otel_stall.semconv import PydanticAIAttributes as PAI
+from otel_stall.semconv import StallAttributes as Stall
+from otel_stall.semconv import TraceloopAttributes as TL
+from otel_stall.semconv import VercelAIAttributes as AI
 
 STATUS_UNSET: Final = 0
 STATUS_OK: Final = 1
@@ -73,6 +59,8 @@ class SpanRecord:
     attributes: Mapping[str, Any]
     status_code: int = STATUS_UNSET
     status_message: str = ""
+    events: tuple[Event, ...] = ()
+    """The span's events as (name, attributes): some frameworks put tool content there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,58 +80,94 @@ class CustomConvention:
     result_keys: tuple[str, ...] = ()
 
 
-_MODEL_OPS: Final = frozenset({Op.CHAT, Op.TEXT_COMPLETION, Op.GENERATE_CONTENT})
+_ROLES: Final = {"tool": Role.TOOL, "model": Role.MODEL, "agent": Role.AGENT}
 
-_ROLE_BY_VALUE: Final[tuple[tuple[str, Mapping[str, Role], bool], ...]] = (
-    (
-        GenAI.OPERATION_NAME,
-        {Op.EXECUTE_TOOL: Role.TOOL, Op.INVOKE_AGENT: Role.AGENT}
-        | dict.fromkeys(_MODEL_OPS, Role.MODEL),
-        False,
-    ),
-    (OI.SPAN_KIND, {"TOOL": Role.TOOL, "LLM": Role.MODEL, "AGENT": Role.AGENT}, True),
-    (TL.SPAN_KIND, {"tool": Role.TOOL, "agent": Role.AGENT}, False),
-    (MCP.METHOD_NAME, {MCP.TOOLS_CALL: Role.TOOL}, False),
-    (TL.LLM_REQUEST_TYPE, {"chat": Role.MODEL, "completion": Role.MODEL}, False),
-)
-"""Role by an attribute's string value, in order of precedence: (key, value → role, fold case)."""
 
-_ROLE_BY_PRESENCE: Final = ((ADK.TOOL_CALL_ARGS, Role.TOOL), (ADK.LLM_REQUEST, Role.MODEL))
-"""Role by an attribute's mere presence (Google ADK), after every value rule."""
-_TOOL_NAME_KEYS: Final = (GenAI.TOOL_NAME, OI.TOOL_NAME, TL.ENTITY_NAME)
-_ARGUMENT_KEYS: Final = (
-    GenAI.TOOL_CALL_ARGUMENTS,
-    ADK.TOOL_CALL_ARGS,
-    OI.INPUT_VALUE,
-    TL.ENTITY_INPUT,
-)
-_RESULT_KEYS: Final = (
-    GenAI.TOOL_CALL_RESULT,
-    ADK.TOOL_RESPONSE,
-    OI.OUTPUT_VALUE,
-    TL.ENTITY_OUTPUT,
-)
-CONTENT_KEYS: Final = frozenset(
-    (*_ARGUMENT_KEYS, *_RESULT_KEYS, GenAI.INPUT_MESSAGES, GenAI.OUTPUT_MESSAGES)
-)
-"""Raw payload attributes: what redaction strips from exported spans."""
+@dataclass(frozen=True, slots=True)
+class _Tables:
+    """Conventions compiled into what each span needs: flat tuples, in precedence order."""
 
-ROLE_KEYS: Final = frozenset(
-    {
-        GenAI.OPERATION_NAME,
-        OI.SPAN_KIND,
-        TL.SPAN_KIND,
-        MCP.METHOD_NAME,
-        ADK.TOOL_CALL_ARGS,
-        TL.LLM_REQUEST_TYPE,
-        ADK.LLM_REQUEST,
-    }
-)
+    by_value: tuple[tuple[str, Mapping[str, Role], bool], ...]
+    """Role by an attribute's string value: (key, value → role, fold case)."""
+    by_presence: tuple[tuple[str, Role], ...]
+    """Role by an attribute's mere presence, after every value rule."""
+    role_keys: frozenset[str]
+    agent_prefixes: tuple[str, ...]
+    name_keys: tuple[str, ...]
+    argument_keys: tuple[str, ...]
+    result_keys: tuple[str, ...]
+    argument_events: tuple[tuple[str, str], ...]
+    result_events: tuple[tuple[str, str], ...]
+    placeholders: Mapping[str, frozenset[str]]
+    """Values of a content key that mean "not captured"."""
+    tool_name_prefixes: tuple[str, ...]
+    synthetic_spans: frozenset[str]
+    synthetic_tools: frozenset[str]
+    steps: tuple[tuple[str, str], ...]
+    model_keys: tuple[str, ...]
+    model_names: frozenset[str]
+    """Span names that mark a model span from its start, also followed by a space and more."""
+    model_prefixes: tuple[str, ...]
+    content_keys: frozenset[str]
+
+
+def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
+    """Flatten conventions into lookup tables; earlier conventions take precedence."""
+    by_value: dict[str, tuple[dict[str, Role], bool]] = {}
+    placeholders: dict[str, set[str]] = {}
+    for conv in conventions:
+        for key, values in conv.roles.items():
+            roles, fold = by_value.setdefault(key, ({}, key in conv.fold_case))
+            for value, role in values.items():
+                roles.setdefault(value.upper() if fold else value, _ROLES[role])
+        for key in (*conv.arguments_keys, *conv.result_keys):
+            placeholders.setdefault(key, set()).update(conv.placeholders)
+
+    def flat(attr: str) -> tuple[Any, ...]:
+        return tuple(dict.fromkeys(item for conv in conventions for item in getattr(conv, attr)))
+
+    presence = tuple((key, _ROLES[role]) for key, role in flat("present"))
+    arguments, results = flat("arguments_keys"), flat("result_keys")
+    return _Tables(
+        by_value=tuple((key, roles, fold) for key, (roles, fold) in by_value.items()),
+        by_presence=presence,
+        role_keys=frozenset(by_value) | {key for key, _ in presence},
+        agent_prefixes=(Op.INVOKE_AGENT,),
+        name_keys=flat("tool_name_keys"),
+        argument_keys=arguments,
+        result_keys=results,
+        argument_events=flat("arguments_events"),
+        result_events=flat("result_events"),
+        placeholders={k: frozenset(v) for k, v in placeholders.items() if v},
+        tool_name_prefixes=flat("tool_name_prefixes"),
+        synthetic_spans=frozenset(flat("synthetic_spans")),
+        synthetic_tools=frozenset(flat("synthetic_tools")),
+        steps=flat("step_markers"),
+        model_keys=flat("model_keys"),
+        model_names=frozenset(flat("model_span_names")),
+        model_prefixes=tuple(f"{name} " for name in flat("model_span_names")),
+        content_keys=frozenset(
+            (
+                *arguments,
+                *results,
+                *(name for name, _ in flat("arguments_events")),
+                *(name for name, _ in flat("result_events")),
+            )
+        ),
+    )
+
+
+BUILTIN_TABLES: Final = compile_conventions(BUILTIN)
+
+CONTENT_KEYS: Final = BUILTIN_TABLES.content_keys | {GenAI.INPUT_MESSAGES, GenAI.OUTPUT_MESSAGES}
+"""Raw payload attributes, and the names of events that carry payloads: what redaction strips."""
+
+ROLE_KEYS: Final = BUILTIN_TABLES.role_keys
 """Every attribute :meth:`Conventions.role` reads (besides custom ``role_key`` values).
 
 A span holding none of them is :attr:`Role.OTHER`: one set test instead of a
 series of lookups, which on the SDK's attribute mapping each cost a raised
-``KeyError``. Keep in step with :meth:`Conventions.role`.
+``KeyError``. Compiled from the same mappings as the role table itself.
 """
 
 DEFAULT_OVERLOADED: Final = frozenset(
@@ -163,6 +187,13 @@ DEFAULT_REFUSED: Final = frozenset({"refused", "permission_denied", "blocked"})
 _OVERLOADED_GRPC: Final = frozenset({8, 14})
 
 
+def _load_mappings(path: str) -> tuple[SpanConvention, ...]:
+    """``OTEL_STALL_CONVENTIONS``: the mapping file's conventions (empty: none)."""
+    from otel_stall.conventions.user import load_conventions  # only when a file is named
+
+    return load_conventions(path) if path.strip() else ()
+
+
 def _lower_set(value: Any) -> frozenset[str]:
     names = parse_names(value) if isinstance(value, str) else value
     return frozenset(str(v).lower() for v in names)
@@ -170,7 +201,12 @@ def _lower_set(value: Any) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Conventions:
-    """How spans map to records. Build it directly or with :meth:`from_env`."""
+    """How spans map to records. Build it directly or with :meth:`from_env`.
+
+    The built-in mappings (:data:`~otel_stall.conventions.mappings.BUILTIN`)
+    come first; ``mappings`` (user :class:`SpanConvention` values, e.g. from a
+    TOML file named by ``OTEL_STALL_CONVENTIONS``) add to them.
+    """
 
     overloaded_markers: frozenset[str] = env_field(
         DEFAULT_OVERLOADED, "OVERLOADED_MARKERS", parse_names, "comma-separated error types"
@@ -181,13 +217,24 @@ class Conventions:
     )
     """``error.type`` values meaning a guard refused the call."""
     custom: tuple[CustomConvention, ...] = ()
+    mappings: tuple[SpanConvention, ...] = env_field(
+        (), "CONVENTIONS", _load_mappings, "a TOML mapping file (see docs/frameworks.md)"
+    )
+    """User mappings in the built-ins' form, after them in precedence."""
     _custom_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _tables: _Tables = field(init=False, repr=False, compare=False)
+    BUILTIN: ClassVar[Conventions]
+    """The built-in conventions alone."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "overloaded_markers", _lower_set(self.overloaded_markers))
-        object.__setattr__(self, "refused_markers", _lower_set(self.refused_markers))
-        object.__setattr__(self, "custom", tuple(self.custom))
-        object.__setattr__(self, "_custom_keys", tuple(c.role_key for c in self.custom))
+        set_ = object.__setattr__
+        set_(self, "overloaded_markers", _lower_set(self.overloaded_markers))
+        set_(self, "refused_markers", _lower_set(self.refused_markers))
+        set_(self, "custom", tuple(self.custom))
+        set_(self, "mappings", tuple(self.mappings))
+        set_(self, "_custom_keys", tuple(c.role_key for c in self.custom))
+        tables = compile_conventions((*BUILTIN, *self.mappings)) if self.mappings else None
+        set_(self, "_tables", tables or BUILTIN_TABLES)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> Conventions:
@@ -197,22 +244,79 @@ class Conventions:
     # -- classification (hot path: every span passes here) ------------------
 
     def role(self, attributes: Mapping[str, Any] | None) -> Role:
-        """Classify a span by its attributes: the first convention that names a role wins."""
+        """Classify a span by its attributes: the first convention that names a role wins.
+
+        An agent span that a graph instrumentation marks as one node visit
+        (LangGraph's ``agent`` node, kind AGENT) is a step of its run: plain.
+        """
         if not attributes:
             return Role.OTHER
+        tables = self._tables
         get = attributes.get
-        for key, roles, fold in _ROLE_BY_VALUE:
+        for key, roles, fold in tables.by_value:
             value = get(key)
             if value is not None and isinstance(value, str):
                 role = roles.get(value.upper() if fold else value)
                 if role is not None:
+                    if role is Role.AGENT and tables.steps:
+                        return self._unless_step(role, attributes)
                     return role
-        for key, role in _ROLE_BY_PRESENCE:
+        for key, role in tables.by_presence:
             if key in attributes:
                 return role
         if self._custom_keys:
             return self._custom_role(attributes)
         return Role.OTHER
+
+    def span_role(self, name: str, attributes: Mapping[str, Any] | None) -> Role:
+        """:meth:`role`, with the span's name: a synthetic span (an aggregate) is plain.
+
+        Google ADK's ``execute_tool (merged)`` after parallel calls and
+        smolagents' ``FinalAnswerTool`` look like tool calls and are not.
+        """
+        role = self.role(attributes)
+        if role is Role.TOOL and attributes:
+            tables = self._tables
+            if name in tables.synthetic_spans:
+                return Role.OTHER
+            tool = attributes.get(GenAI.TOOL_NAME)
+            if type(tool) is str and tool in tables.synthetic_tools:
+                return Role.OTHER
+        return role
+
+    @property
+    def tables(self) -> _Tables:
+        """The compiled tables (built-ins, then user mappings): for ``otel-stall explain``."""
+        return self._tables
+
+    @property
+    def role_name_patterns(self) -> tuple[tuple[str, ...], frozenset[str]]:
+        """What :meth:`role_by_name` looks for: name prefixes and whole names, for a quick test."""
+        tables = self._tables
+        return (Op.INVOKE_AGENT, *tables.model_prefixes), tables.model_names
+
+    def role_by_name(self, name: str) -> Role:
+        """The role a span's name alone gives it: agent (``invoke_agent ...``), model, or plain.
+
+        For spans whose role attribute comes after their start: Google ADK sets
+        an agent's and a model call's attributes just after the span starts, too
+        late for ``on_start``. Live and replay both fall back on this, so they
+        agree on where runs and rounds begin.
+        """
+        if is_agent_span_name(name):
+            return Role.AGENT
+        tables = self._tables
+        if name in tables.model_names or name.startswith(tables.model_prefixes):
+            return Role.MODEL
+        return Role.OTHER
+
+    def _unless_step(self, role: Role, attributes: Mapping[str, Any]) -> Role:
+        if role is Role.AGENT:
+            for key, marker in self._tables.steps:
+                value = attributes.get(key)
+                if isinstance(value, str) and marker in value:
+                    return Role.OTHER
+        return role
 
     def _custom_role(self, attributes: Mapping[str, Any]) -> Role:
         for conv in self.custom:
@@ -229,18 +333,6 @@ class Conventions:
 
     # -- records -------------------------------------------------------------
 
-    def tool_call(self, span: SpanRecord, run_key: RunKey = None) -> ToolCall:
-        """The :class:`ToolCall` a tool span describes."""
-        return self.tool_call_from(
-            span.attributes,
-            span.name,
-            span.span_id,
-            span.start_ns,
-            span.end_ns,
-            span.status_code,
-            run_key,
-        )
-
     @property
     def role_keys(self) -> frozenset[str] | None:
         """Every attribute that can make a span more than plain, for a shortcut on plain spans.
@@ -251,90 +343,118 @@ class Conventions:
         """
         if type(self).role is not Conventions.role:
             return None
-        return ROLE_KEYS | {c.role_key for c in self.custom}
+        return self._tables.role_keys | {c.role_key for c in self.custom}
 
     @property
     def content_keys(self) -> frozenset[str]:
-        """Every attribute that holds a raw payload: what redaction strips, live and offline.
+        """Every attribute, and every event name, that holds a raw payload: what redaction strips.
+
+        Live and offline alike. Attribute keys and event names never collide
+        (``gen_ai.tool.message`` is an event, ``gen_ai.tool.call.arguments`` an attribute),
+        so one set serves both.
 
         The built-in payload keys and those of custom mappings, so a redacted
         export never carries content that some mapping reads as arguments or results.
         """
         custom = {key for c in self.custom for key in (*c.arguments_keys, *c.result_keys)}
-        return CONTENT_KEYS | custom
+        return CONTENT_KEYS | self._tables.content_keys | custom
 
-    @property
-    def builds_calls_from_parts(self) -> bool:
-        """Whether :meth:`tool_call_from` makes the same calls as :meth:`tool_call`.
+    def content_switch(self, attributes: Mapping[str, Any]) -> str | None:
+        """How to turn content capture on for the convention that names this span's role."""
+        conventions = [c for c in (*BUILTIN, *self.mappings) if c.content_switch]
+        keys: list[Callable[[SpanConvention], Iterable[str]]] = [
+            lambda c: c.markers,
+            lambda c: (*c.arguments_keys, *c.result_keys),
+            lambda c: c.roles,
+            lambda c: (key for key, _ in c.present),
+        ]
+        for keys_of in keys:  # its own keys first, then content keys (placeholders), then roles
+            for conv in conventions:
+                if any(key in attributes for key in keys_of(conv)):
+                    return conv.content_switch
+        return None
 
-        True unless a subclass overrides :meth:`tool_call`: that subclass's own
-        rule then needs the :class:`SpanRecord`, and callers must build one.
+    def tool_call(self, span: SpanRecord, run_key: RunKey = None) -> ToolCall:
+        """The :class:`ToolCall` a tool span describes.
+
+        Name, arguments and result come from the first key that holds them
+        (then span events); placeholders for content not captured count as
+        absent, a framework's per-call envelope fields are dropped
+        (:func:`~otel_stall.conventions.content.without_call_ids`), and a
+        result that reports its own failure makes the call an error.
         """
-        return type(self).tool_call is Conventions.tool_call
-
-    def tool_call_from(
-        self,
-        attrs: Mapping[str, Any],
-        name: str,
-        span_id: str | None,
-        start_ns: int,
-        end_ns: int,
-        status_code: int,
-        run_key: RunKey = None,
-    ) -> ToolCall:
-        """:meth:`tool_call` from a span's parts, for callers that hold them already.
-
-        The live processor calls this once per tool span; skipping the
-        :class:`SpanRecord` and building the frozen record with its record
-        builder (positional slot stores) makes it a fraction of a microsecond.
-        """
-        get = attrs.get
-        if self.custom and (custom := self._custom_for(attrs)) is not None:
-            name_keys = (*custom.tool_name_keys, *_TOOL_NAME_KEYS)
-            args_keys = (*custom.arguments_keys, *_ARGUMENT_KEYS)
-            result_keys = (*custom.result_keys, *_RESULT_KEYS)
-            tool = _first_text(attrs, name_keys)
-            arguments = _first(attrs, args_keys)
-            result = _first(attrs, result_keys)
+        attrs = span.attributes
+        tables = self._tables
+        custom = self._custom_for(attrs) if self.custom else None
+        if custom is not None:
+            tool = _first_text(attrs, (*custom.tool_name_keys, *tables.name_keys))
+            arguments = _first(attrs, custom.arguments_keys)
+            result = _first(attrs, custom.result_keys)
         else:
-            tool = get(GenAI.TOOL_NAME)  # the common case first: one lookup each
-            if tool is None:
-                tool = _first_text(attrs, _TOOL_NAME_KEYS)
-            elif type(tool) is not str:
-                tool = str(tool)
-            arguments = get(GenAI.TOOL_CALL_ARGUMENTS)
-            if arguments is None:
-                arguments = _first(attrs, _ARGUMENT_KEYS)
-            result = get(GenAI.TOOL_CALL_RESULT)
-            if result is None:
-                result = _first(attrs, _RESULT_KEYS)
-        call_id = get(GenAI.TOOL_CALL_ID)
+            tool = _first_text(attrs, tables.name_keys)
+            arguments = result = ABSENT
+        if arguments is ABSENT:
+            arguments = self._content(attrs, tables.argument_keys, span, tables.argument_events)
+        if result is ABSENT:
+            result = self._content(attrs, tables.result_keys, span, tables.result_events)
+        status = self._status(attrs, span.status_code)
+        if status is Status.OK and result is not ABSENT and says_error(result):
+            status = Status.ERROR
+        call_id = attrs.get(GenAI.TOOL_CALL_ID)
         return ToolCall(
-            tool or _name_from_span(name),
-            arguments,
-            result,
-            self._status(attrs, status_code),
+            tool or self._name_from_span(span.name),
+            without_call_ids(arguments),
+            without_call_ids(result),
+            status,
             run_key,
             None,
             None if call_id is None else str(call_id),
-            span_id,
-            start_ns,
-            end_ns,
-            get(Stall.TOOL_EXEMPT) is True,
-            get(Stall.TOOL_APPROVAL) is True,
+            span.span_id,
+            span.start_ns,
+            span.end_ns,
+            attrs.get(Stall.TOOL_EXEMPT) is True,
+            attrs.get(Stall.TOOL_APPROVAL) is True,
         )
 
-    @staticmethod
-    def model_call(span: SpanRecord, run_key: RunKey = None) -> ModelCall:
+    def _content(
+        self,
+        attrs: Mapping[str, Any],
+        keys: tuple[str, ...],
+        span: SpanRecord,
+        events: tuple[tuple[str, str], ...],
+    ) -> Any:
+        """The first content key a span holds (a placeholder counts as absent), then events."""
+        placeholders = self._tables.placeholders
+        for key in keys:
+            value = attrs.get(key)
+            if value is not None:
+                marks = placeholders.get(key)
+                if marks is not None and isinstance(value, str) and value in marks:
+                    return ABSENT
+                return value
+        if span.events:
+            value = event_value(span.events, events)
+            if value is not None:
+                return value
+        return ABSENT
+
+    def _name_from_span(self, name: str) -> str:
+        """``execute_tool search``, ``MCP send tools/call search``: the tool after the verb."""
+        for prefix in self._tables.tool_name_prefixes:
+            if name.startswith(prefix) and len(name) > len(prefix):
+                return name[len(prefix) :].strip()
+        head, _, tail = name.partition(" ")
+        return tail.strip() or head
+
+    def model_call(self, span: SpanRecord, run_key: RunKey = None) -> ModelCall:
         """The :class:`ModelCall` a model span describes."""
-        attrs = span.attributes
-        model = attrs.get(GenAI.REQUEST_MODEL) or attrs.get(OI.LLM_MODEL_NAME)
+        model = _first(span.attributes, self._tables.model_keys)
         return ModelCall(
             run_key=run_key,
             span_id=span.span_id,
             start_ns=span.start_ns,
             end_ns=span.end_ns,
-            model=None if model is None else str(model),
+            model=None if model is ABSENT else str(model),
         )
 
     def status(self, span: SpanRecord) -> Status:
@@ -367,10 +487,39 @@ class Conventions:
         return None
 
 
+Conventions.BUILTIN = Conventions()
+
+
 def agent_name(attributes: Any) -> str | None:
     """The agent's name as the conventions spell it, if any."""
-    name = attributes.get(GenAI.AGENT_NAME) or attributes.get(TL.ENTITY_NAME)
+    name = (
+        attributes.get(GenAI.AGENT_NAME)
+        or attributes.get(TL.ENTITY_NAME)
+        or attributes.get(PAI.AGENT_NAME)
+        or attributes.get(AI.FUNCTION_ID)
+    )
     return None if name is None else str(name)
+
+
+def is_role_span_name(name: str) -> bool:
+    """Whether a span's name alone gives it a role (an agent or a model span), built-ins only.
+
+    The decoders hand a span over as a bare parent link only if neither its
+    attributes nor its name give it a role.
+    """
+    return Conventions.BUILTIN.role_by_name(name) is not Role.OTHER
+
+
+_AGENT_LIKE: Final = re.compile(r"(?i)(?<![a-z])(?:agents?|tools?|llm|mcp|invoke)(?![a-z])")
+
+
+def looks_agent_like(name: str) -> bool:
+    """Whether a span's name has an agent word (agent, tool, llm, mcp, invoke).
+
+    For spans no convention reads: the replay lists them, since they are where
+    a framework otel-stall does not know yet puts its runs and calls.
+    """
+    return _AGENT_LIKE.search(name) is not None
 
 
 def is_agent_span_name(name: str) -> bool:
@@ -398,12 +547,6 @@ def _first_text(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> str | N
     return None if value is ABSENT else str(value)
 
 
-def _name_from_span(name: str) -> str:
-    """``execute_tool search`` and ``tools/call search`` name the tool after the verb."""
-    head, _, tail = name.partition(" ")
-    return tail.strip() or head
-
-
 __all__ = [
     "CONTENT_KEYS",
     "ROLE_KEYS",
@@ -413,4 +556,6 @@ __all__ = [
     "SpanRecord",
     "agent_name",
     "is_agent_span_name",
+    "is_role_span_name",
+    "looks_agent_like",
 ]

@@ -76,6 +76,10 @@ class Entry:
     end_ns: int
     source: Any = None
     """The span itself while its request is being handled, a :class:`Held` once it is kept."""
+    marked: bool = True
+    """Its bytes may hold ``stall.*`` (enriched upstream): enrichment must look before adding."""
+    scope: Any = None
+    """The ``ScopeSpans`` holding the span while it is in its request (to re-encode if enriched)."""
 
 
 @dataclass(slots=True)

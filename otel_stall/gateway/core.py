@@ -12,8 +12,11 @@ any; then:
 - a span with malformed ids is refused back to the client (partial success),
   so it can never make the upstream refuse a batch shared with other clients.
 
-A request without agent activity goes on as the bytes it came in. Complete
-traces are analysed right there, in the receiving thread, so a slow gateway
+A request without agent activity goes on as the bytes it came in; one with
+some is spliced from those bytes, each ``ScopeSpans`` nothing was cut from or
+enriched in copied as it came (ordinary HTTP, database and queue spans are
+never encoded again), and a trace of plain spans only never reaches the
+detector. Complete traces are analysed right there, in the receiving thread, so a slow gateway
 slows its clients instead of growing without bound; traces that wait for
 ``decision_wait`` are flushed by a sweeper thread. Detection gives a complete
 trace the same verdicts and ``stall.*`` attributes as a replay of it
@@ -28,7 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -52,11 +55,11 @@ from otel_stall.gateway.buffer import (
     TraceBuffer,
 )
 from otel_stall.gateway.config import GatewayConfig
-from otel_stall.gateway.detect import AGENT_NAME, Detector, Outcome
+from otel_stall.gateway.detect import AGENT_NAME, MARK, Detector, Outcome
 from otel_stall.gateway.prometheus import LABEL_LIMIT, render, truncate
 from otel_stall.gateway.telemetry import GatewayMetrics
 from otel_stall.gateway.upstream import Sender, Upstream, make_sender
-from otel_stall.gateway.wire import Envelope, Piece, envelope_of, pack, pieces_of
+from otel_stall.gateway.wire import Envelope, Piece, envelope_of, pack, pieces_of, varint
 from otel_stall.metrics import StallMetrics
 
 __all__ = ["Ingested", "Pipeline", "scope_ranges"]
@@ -65,6 +68,10 @@ logger = logging.getLogger("otel_stall.gateway")
 
 _TRACE_ID_BYTES: Final = 16
 _SPAN_ID_BYTES: Final = 8
+_RESOURCE_SPANS: Final = b"\x0a"
+"""``ExportTraceServiceRequest.resource_spans`` (field 1, length-delimited) on the wire."""
+_SCOPE_SPANS: Final = b"\x12"
+"""``ResourceSpans.scope_spans`` (field 2, length-delimited)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,18 +255,22 @@ class Pipeline:
         for reason, skipped in (("buffer_full", intake.overflow), ("late", intake.late)):
             if skipped:
                 self.metrics.unenriched(sum(g.spans for g in skipped), reason)
-        changed = False
-        for ready in intake.ready:
-            changed = self._decide(ready, tally) or changed
+        touched = [ss for _, ss, _ in cuts]
+        reports: list[RunReport] = []
+        try:
+            for ready in intake.ready:
+                touched.extend(self._decide(ready, tally, reports))
+        finally:
+            self._record(reports)
         refused = len(invalid)
         if refused:
             self._undelivered(refused, "invalid_id")
             tally.open -= refused
             if self._once("invalid_id"):
                 logger.warning("refusing spans with malformed trace or span ids (partial success)")
-        if cuts or changed:
+        if touched:
             _cut(cuts)
-            body = None
+            body = _spliced(request, body, touched)
         self._forward_request(request, body, in_request, tally)
         message = f"{refused} spans have malformed ids (trace id 16 bytes, span ids 8)"
         return Ingested(total - refused, refused, message if refused else "")
@@ -273,38 +284,55 @@ class Pipeline:
         detector = self.detector
         everything = detector.interest is None
         flags = _scope_flags(request, body, detector.interest_bytes)
-        kind_of, named_as_agent = detector.kind_of, detector.named_as_agent
         for r, rs in enumerate(request.resource_spans):
             for s, ss in enumerate(rs.scope_spans):
-                roles, named = flags[r][s] if flags is not None else (True, True)
-                for i, span in enumerate(ss.spans):
-                    trace_id = span.trace_id
-                    span_id = span.span_id
-                    parent = span.parent_span_id
-                    if (
-                        len(trace_id) != _TRACE_ID_BYTES
-                        or len(span_id) != _SPAN_ID_BYTES
-                        or (parent and len(parent) != _SPAN_ID_BYTES)
-                    ):
-                        invalid.append((rs, ss, i))
-                        continue
-                    group = groups.get(trace_id)
-                    if group is None:
-                        group = groups[trace_id] = Group()
-                    group.spans += 1
-                    if everything or (named and named_as_agent(span)):
-                        kind = FULL
-                    elif roles:
-                        kind = kind_of(span)
-                    else:
-                        kind = 0
-                    if not kind and parent:
-                        group.links += span_id
-                        group.links += parent
-                        group.size += LINK_BYTES
-                        continue
-                    _enter(group, kind, span, span_id, parent, (rs, ss, i))
+                roles, named, marked = flags[r][s] if flags is not None else (True, True, True)
+                if everything or roles or named:
+                    self._classify_scope(rs, ss, groups, invalid, (roles, named, marked))
+                else:
+                    _plain_scope(rs, ss, groups, invalid, marked)
         return groups, invalid
+
+    def _classify_scope(
+        self,
+        rs: Any,
+        ss: Any,
+        groups: dict[bytes, Group],
+        invalid: list[tuple[Any, Any, int]],
+        flags: tuple[bool, bool, bool],
+    ) -> None:
+        """A scope that may hold tool, model or agent spans: each span is read for its role."""
+        roles, named, marked = flags
+        detector = self.detector
+        everything = detector.interest is None
+        kind_of, named_as_agent = detector.kind_of, detector.named_as_agent
+        for i, span in enumerate(ss.spans):
+            trace_id = span.trace_id
+            span_id = span.span_id
+            parent = span.parent_span_id
+            if (
+                len(trace_id) != _TRACE_ID_BYTES
+                or len(span_id) != _SPAN_ID_BYTES
+                or (parent and len(parent) != _SPAN_ID_BYTES)
+            ):
+                invalid.append((rs, ss, i))
+                continue
+            group = groups.get(trace_id)
+            if group is None:
+                group = groups[trace_id] = Group()
+            group.spans += 1
+            if everything or (named and named_as_agent(span)):
+                kind = FULL
+            elif roles:
+                kind = kind_of(span)
+            else:
+                kind = 0
+            if not kind and parent:
+                group.links += span_id
+                group.links += parent
+                group.size += LINK_BYTES
+                continue
+            _enter(group, kind, span, span_id, parent, (rs, ss, i), marked)
 
     @staticmethod
     def _hold(groups: dict[bytes, Group]) -> None:
@@ -324,6 +352,8 @@ class Pipeline:
                     envelope = envelopes[id(ss)] = envelope_of(rs, ss)
                 data = entry.source.SerializeToString()
                 entry.source = Held(data, envelope)
+                entry.scope = None
+                entry.marked = MARK in data
                 group.size += len(data)
                 if id(envelope) not in seen:
                     seen.add(id(envelope))
@@ -331,8 +361,13 @@ class Pipeline:
 
     # -- detection -----------------------------------------------------------------------
 
-    def _decide(self, ready: Ready, tally: _Tally) -> bool:
-        """Detect on one trace and queue its held spans; whether a live span was enriched."""
+    def _decide(self, ready: Ready, tally: _Tally, reports: list[RunReport]) -> list[Any]:
+        """Detect on one trace and queue its held spans; the ``ScopeSpans`` enriched in place.
+
+        Its runs' reports are added to ``reports``, for the caller to count at once.
+        """
+        if all(e.kind == ROOT for e in ready.entries):
+            return []  # plain spans only, all forwarded already: nothing to read or send
         tally.open += ready.held  # taken back from the buffer: in hand again
         try:
             outcome = self.detector.detect(ready)
@@ -341,9 +376,9 @@ class Pipeline:
             if _should_raise(self.raise_errors):
                 self._send(outcome.pieces, tally)
                 raise
-        self._count(outcome, ready)
+        self._count(outcome, ready, reports)
         self._send(outcome.pieces, tally)
-        return outcome.live_changed
+        return outcome.changed
 
     def _undetected(self, ready: Ready) -> Outcome:
         """A bug in detection: forward the trace as it came, counted as un-enriched."""
@@ -355,7 +390,7 @@ class Pipeline:
             logger.exception("stall detection failed on a trace; forwarding it as it came")
         return Outcome(None, pieces)
 
-    def _count(self, outcome: Outcome, ready: Ready) -> None:
+    def _count(self, outcome: Outcome, ready: Ready, reports: list[RunReport]) -> None:
         if outcome.skipped:
             spans = len(ready.entries) + len(ready.links) // LINK_BYTES
             self.metrics.unenriched(spans, outcome.skipped)
@@ -364,11 +399,13 @@ class Pipeline:
                     "a trace's parent chains are cyclic or too deep to walk; "
                     "forwarding it un-enriched (%s)", outcome.skipped,
                 )  # fmt: skip
-        if outcome.result is None:
-            return
-        metrics = self.stall_metrics
-        for report in outcome.result.reports:
-            metrics.record_report(_labels_bounded(report))
+        if outcome.result is not None:
+            reports.extend(outcome.result.reports)
+
+    def _record(self, reports: list[RunReport]) -> None:
+        """Count finished runs in the ``stall.*`` metrics: all of one request's at once."""
+        if reports:
+            self.stall_metrics.record_reports(_labels_bounded(r) for r in reports)
 
     # -- output ---------------------------------------------------------------------------
 
@@ -408,14 +445,18 @@ class Pipeline:
                 )  # fmt: skip
 
     def _flush(self, traces: list[Ready]) -> None:
-        for ready in traces:
-            tally = _Tally(0)
-            try:
-                self._decide(ready, tally)
-            except Exception:
-                self._lost(tally, "flush")
-                if _should_raise(self.raise_errors):
-                    raise
+        reports: list[RunReport] = []
+        try:
+            for ready in traces:
+                tally = _Tally(0)
+                try:
+                    self._decide(ready, tally, reports)
+                except Exception:
+                    self._lost(tally, "flush")
+                    if _should_raise(self.raise_errors):
+                        raise
+        finally:
+            self._record(reports)
 
     def _sweep(self) -> None:
         interval = self.config.flush_interval
@@ -428,8 +469,49 @@ class Pipeline:
                     raise
 
 
+def _plain_scope(
+    rs: Any,
+    ss: Any,
+    groups: dict[bytes, Group],
+    invalid: list[tuple[Any, Any, int]],
+    marked: bool,
+) -> None:
+    """A scope whose bytes hold no role key and no agent span name: ids only, no role reads.
+
+    Most spans a collector tier sees are here (HTTP, database, queue), so the
+    loop does only what a plain span needs: its ids, a parent link, a root's place.
+    """
+    for i, span in enumerate(ss.spans):
+        trace_id = span.trace_id
+        span_id = span.span_id
+        parent = span.parent_span_id
+        if (
+            len(trace_id) != _TRACE_ID_BYTES
+            or len(span_id) != _SPAN_ID_BYTES
+            or (parent and len(parent) != _SPAN_ID_BYTES)
+        ):
+            invalid.append((rs, ss, i))
+            continue
+        group = groups.get(trace_id)
+        if group is None:
+            group = groups[trace_id] = Group()
+        group.spans += 1
+        if parent:
+            group.links += span_id
+            group.links += parent
+            group.size += LINK_BYTES
+        else:
+            _enter(group, 0, span, span_id, parent, (rs, ss, i), marked)
+
+
 def _enter(
-    group: Group, kind: int, span: Any, span_id: bytes, parent: bytes, where: tuple[Any, Any, int]
+    group: Group,
+    kind: int,
+    span: Any,
+    span_id: bytes,
+    parent: bytes,
+    where: tuple[Any, Any, int],
+    marked: bool,
 ) -> None:
     """One span detection reads into its group: a root, a model's place, or a span to hold."""
     group.size += ENTRY_BYTES
@@ -437,12 +519,12 @@ def _enter(
         group.has_root = True
     if not kind:
         start, end = span.start_time_unix_nano, span.end_time_unix_nano
-        group.entries.append(Entry(ROOT, span_id, b"", start, end, span))
+        group.entries.append(Entry(ROOT, span_id, b"", start, end, span, marked, where[1]))
     elif kind == MODEL:
         start, end = span.start_time_unix_nano, span.end_time_unix_nano
         group.entries.append(Entry(MODEL, span_id, parent, start, end))
     else:
-        group.entries.append(Entry(kind, span_id, parent, 0, 0, span))
+        group.entries.append(Entry(kind, span_id, parent, 0, 0, span, marked, where[1]))
         group.cuts.append(where)
         group.held += 1
 
@@ -487,8 +569,8 @@ def _labels_bounded(report: RunReport) -> RunReport:
 
 def _scope_flags(
     request: Any, body: bytes | None, keys: tuple[bytes, ...]
-) -> list[list[tuple[bool, bool]]] | None:
-    """Per ``ScopeSpans``: (holds a role key, holds an agent span name), from the raw bytes.
+) -> list[list[tuple[bool, bool, bool]]] | None:
+    """Per ``ScopeSpans``: (holds a role key, an agent span name, ``stall.``), from the raw bytes.
 
     ``None`` when there are no bytes to look at (OTLP/JSON) or they do not line
     up with the parsed request: every span is then read for its role.
@@ -498,7 +580,7 @@ def _scope_flags(
     ranges = scope_ranges(body)
     if ranges is None or len(ranges) != len(request.resource_spans):
         return None
-    out: list[list[tuple[bool, bool]]] = []
+    out: list[list[tuple[bool, bool, bool]]] = []
     find = body.find
     for scopes, rs in zip(ranges, request.resource_spans, strict=True):
         if len(scopes) != len(rs.scope_spans):
@@ -508,6 +590,7 @@ def _scope_flags(
                 (
                     any(find(key, start, end) >= 0 for key in keys),
                     find(AGENT_NAME, start, end) >= 0,
+                    find(MARK, start, end) >= 0,
                 )
                 for start, end in scopes
             ]
@@ -529,18 +612,17 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def _fields(data: bytes, start: int, end: int) -> Iterable[tuple[int, int, int]]:
-    """``(field number, start, end)`` of each length-delimited field in ``data[start:end]``."""
+def _raw_fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """``(number, wire type, tag start, value start, end)`` of each field in ``data[start:end]``."""
     pos = start
     while pos < end:
+        begin = pos
         key, pos = _varint(data, pos)
         wire = key & 7
+        value = pos
         if wire == 2:
-            length, pos = _varint(data, pos)
-            if pos + length > end:
-                raise ValueError("field runs past its message")
-            yield key >> 3, pos, pos + length
-            pos += length
+            length, value = _varint(data, pos)
+            pos = value + length
         elif wire == 0:
             _, pos = _varint(data, pos)
         elif wire == 1:
@@ -549,6 +631,16 @@ def _fields(data: bytes, start: int, end: int) -> Iterable[tuple[int, int, int]]
             pos += 4
         else:
             raise ValueError(f"wire type {wire}")
+        if pos > end:
+            raise ValueError("field runs past its message")
+        yield key >> 3, wire, begin, value, pos
+
+
+def _fields(data: bytes, start: int, end: int) -> Iterable[tuple[int, int, int]]:
+    """``(field number, start, end)`` of each length-delimited field in ``data[start:end]``."""
+    for number, wire, _, value, stop in _raw_fields(data, start, end):
+        if wire == 2:
+            yield number, value, stop
 
 
 def scope_ranges(body: bytes) -> list[list[tuple[int, int]]] | None:
@@ -561,3 +653,54 @@ def scope_ranges(body: bytes) -> list[list[tuple[int, int]]] | None:
         ]
     except (IndexError, ValueError):
         return None
+
+
+def _spliced(request: Any, body: bytes | None, touched: list[Any]) -> bytes | None:
+    """The request's bytes after cuts and in-place enrichment, re-encoding only what changed.
+
+    Each ``ScopeSpans`` nothing was cut from or enriched in is copied from the
+    bytes it came in; only the others are encoded again. On the mixed
+    benchmark (bench_gateway ``mix``: every request holds agent traces, in
+    their own scope) that is a quarter of the spans instead of all of them.
+    ``None`` (encode it all) when there are no bytes or they do not line up.
+    """
+    if body is None:
+        return None
+    layout = _layout(body)
+    if layout is None or len(layout) != len(request.resource_spans):
+        return None
+    changed = {id(ss) for ss in touched}
+    out: list[bytes] = []
+    for (head, scopes), rs in zip(layout, request.resource_spans, strict=True):
+        if len(scopes) != len(rs.scope_spans):
+            return None
+        parts = [head]
+        for (start, end), ss in zip(scopes, rs.scope_spans, strict=True):
+            data = ss.SerializeToString() if id(ss) in changed else body[start:end]
+            parts += (_SCOPE_SPANS, varint(len(data)), data)
+        inner = b"".join(parts)
+        out += (_RESOURCE_SPANS, varint(len(inner)), inner)
+    return b"".join(out)
+
+
+def _layout(body: bytes) -> list[tuple[bytes, list[tuple[int, int]]]] | None:
+    """Per ``ResourceSpans``: its fields but ``scope_spans`` as bytes, and its scopes' ranges.
+
+    ``None`` if unreadable, or if the request holds anything but ``resource_spans``.
+    """
+    out: list[tuple[bytes, list[tuple[int, int]]]] = []
+    try:
+        for field, wire, _, rs_start, rs_end in _raw_fields(body, 0, len(body)):
+            if field != 1 or wire != 2:
+                return None
+            head: list[bytes] = []
+            scopes: list[tuple[int, int]] = []
+            for inner, kind, begin, value, end in _raw_fields(body, rs_start, rs_end):
+                if inner == 2 and kind == 2:
+                    scopes.append((value, end))
+                else:
+                    head.append(body[begin:end])
+            out.append((b"".join(head), scopes))
+    except (IndexError, ValueError):
+        return None
+    return out

@@ -17,14 +17,17 @@ of being analysed: one trace must not hold an Export call or the sweeper.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from otel_stall.conventions import Conventions, Role, SpanRecord, is_agent_span_name
+from otel_stall.conventions import Conventions, Role, SpanRecord, is_role_span_name
 from otel_stall.core.policy import StallPolicy
+from otel_stall.core.stall_attributes import SpanEvent
 from otel_stall.gateway.buffer import AGENT, FULL, MODEL, ROOT, TOOL, Entry, Held, Ready
 from otel_stall.gateway.wire import Piece, varint
 from otel_stall.offline.analysis import TraceAnalyzer, TraceResult
@@ -35,7 +38,15 @@ from otel_stall.otlp.decode import (
 from otel_stall.otlp.encode import enrich_proto_span, python_to_any_value
 from otel_stall.semconv import GenAIAttributes, GenAIOperation, StallEventAttributes
 
-__all__ = ["AGENT_NAME", "ANCESTRY_BUDGET", "Detector", "Outcome", "ancestry_cost"]
+__all__ = [
+    "AGENT_NAME",
+    "ANCESTRY_BUDGET",
+    "MARK",
+    "Detector",
+    "Outcome",
+    "ancestry_cost",
+    "encoded_additions",
+]
 
 AGENT_NAME: Final = GenAIOperation.INVOKE_AGENT.encode()
 """Bytes every span named as an agent span holds (``invoke_agent …``)."""
@@ -48,46 +59,82 @@ _KINDS: Final = {Role.TOOL: TOOL, Role.MODEL: MODEL, Role.AGENT: AGENT}
 _PRIORITY: Final = (GenAIAttributes.OPERATION_NAME,)
 _ATTRIBUTE_FIELD: Final = b"\x4a"
 """``Span.attributes`` (field 9, length-delimited) on the wire."""
+_EVENT_FIELD: Final = b"\x5a"
+"""``Span.events`` (field 11, length-delimited)."""
+_EVENT_TIME: Final = b"\x09"
+"""``Span.Event.time_unix_nano`` (field 1, fixed64)."""
+_FIXED64: Final = struct.Struct("<Q")
+_EVENT_NAME: Final = b"\x12"
+"""``Span.Event.name`` (field 2, length-delimited)."""
+_EVENT_ATTRIBUTE_FIELD: Final = b"\x1a"
+"""``Span.Event.attributes`` (field 3, length-delimited)."""
+MARK: Final = b"stall."
+"""Bytes every ``stall.*`` key and ``stall.detected`` event holds: without them, a span is clean."""
 _STALL_PREFIX: Final = "stall."
 _CACHE_MAX: Final = 50_000
 
 
 class _Encodings:
-    """Encoded ``stall.*`` attributes, by key and value, to append to a span as bytes.
+    """Encoded ``stall.*`` attributes and events, to append to a span as bytes.
 
-    :func:`enrich_proto_span` adds each attribute through upb's Python API,
-    which was a fifth of the gateway's CPU on agent traffic (bench_gateway,
-    ``agent``); the ``stall.*`` values repeat (actions, counts, statuses), so
-    each is encoded once, by that same :func:`python_to_any_value`, and a span
-    takes them with one ``MergeFromString`` (repeated fields append), about
-    a hundredth of the cost per span. The result is the message
-    :func:`enrich_proto_span` makes; a span that already holds a ``stall.*``
-    key (enriched upstream) still goes through it, to overwrite in place.
+    :func:`enrich_proto_span` adds each attribute and event through upb's
+    Python API, and the checks for an upstream enrichment walked every
+    attribute and event of the span: together a fifth of the gateway's CPU on
+    agent traffic (bench_gateway, ``agent``). Protobuf merges concatenated
+    encodings (repeated fields append), so a span's additions are encoded
+    once as bytes and appended: to a held span's bytes with no parse at all,
+    to a live span with one ``MergeFromString``. Attribute values repeat
+    (actions, counts, statuses), so each key and value is encoded once, by
+    that same :func:`python_to_any_value`. The result parses to the message
+    :func:`enrich_proto_span` makes; a span whose bytes hold ``stall.``
+    (maybe enriched upstream) still goes through it, to overwrite in place.
     """
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[str, type, Any], bytes] = {}
+        self._cache: dict[tuple[bytes, str, type, Any], bytes] = {}
 
-    def blob(self, attributes: dict[str, Any]) -> bytes:
+    def blob(self, attributes: Mapping[str, Any], tag: bytes = _ATTRIBUTE_FIELD) -> bytes:
+        """``attributes`` as repeated ``KeyValue`` fields numbered by ``tag``."""
         cache = self._cache
         parts: list[bytes] = []
         for key, value in attributes.items():
-            hashable = tuple(value) if isinstance(value, list) else value
-            index = (key, type(value), hashable)
+            index = (tag, key, type(value), tuple(value) if type(value) is list else value)
             encoded = cache.get(index)
             if encoded is None:
-                kv = KeyValue(key=key)
-                python_to_any_value(value, kv.value)
-                data = kv.SerializeToString()
-                encoded = _ATTRIBUTE_FIELD + varint(len(data)) + data
-                if len(cache) >= _CACHE_MAX:
-                    cache.clear()
-                cache[index] = encoded
+                encoded = self._encode(index, key, value)
             parts.append(encoded)
         return b"".join(parts)
 
+    def _encode(self, index: tuple[bytes, str, type, Any], key: str, value: Any) -> bytes:
+        kv = KeyValue(key=key)
+        python_to_any_value(value, kv.value)
+        data = bytes(kv.SerializeToString())
+        encoded = index[0] + varint(len(data)) + data
+        if len(self._cache) >= _CACHE_MAX:
+            self._cache.clear()
+        self._cache[index] = encoded
+        return encoded
+
+    def event(self, event: SpanEvent) -> bytes:
+        """One ``Span.events`` field: its time and name, then its attributes."""
+        name = event.name.encode()
+        time = _EVENT_TIME + _FIXED64.pack(event.time_ns) if event.time_ns else b""
+        data = time + (_EVENT_NAME + varint(len(name)) + name if name else b"")
+        data += self.blob(event.attributes, _EVENT_ATTRIBUTE_FIELD)
+        return _EVENT_FIELD + varint(len(data)) + data
+
+    def additions(self, attributes: Mapping[str, Any] | None, events: Iterable[SpanEvent]) -> bytes:
+        """What one span gets: its ``stall.*`` attributes, then its events."""
+        head = self.blob(attributes) if attributes else b""
+        return head + b"".join(self.event(e) for e in events)
+
 
 _ENCODINGS: Final = _Encodings()
+
+
+def encoded_additions(attributes: Mapping[str, Any] | None, events: Iterable[SpanEvent]) -> bytes:
+    """``stall.*`` attributes and events as span fields: append them to a clean span's bytes."""
+    return _ENCODINGS.additions(attributes, events)
 
 
 @dataclass(slots=True)
@@ -98,8 +145,8 @@ class Outcome:
     """``None`` when the trace was not analysed (nothing to detect, or too costly)."""
     pieces: list[Piece]
     """Its held spans, enriched where detection says, ready to pack."""
-    live_changed: bool = False
-    """Whether a span still in the current request was enriched in place."""
+    changed: list[Any] = field(default_factory=list)
+    """The ``ScopeSpans`` of the current request holding a span enriched in place."""
     skipped: str = ""
     """Why it was not analysed, when that is worth counting (``too_complex``)."""
 
@@ -133,8 +180,8 @@ class Detector:
 
     @staticmethod
     def named_as_agent(span: Any) -> bool:
-        """Whether the span's name marks a run (the full decoder then decides its role)."""
-        return is_agent_span_name(span.name)
+        """Whether the span's name gives it a role (the full decoder then decides its role)."""
+        return is_role_span_name(span.name)
 
     # -- a decided trace ------------------------------------------------------------------
 
@@ -153,23 +200,20 @@ class Detector:
         analyzer = self._analyzer(ready, messages)
         result = analyzer.analyse()
         pieces: list[Piece] = []
-        live_changed = False
+        changed: list[Any] = []
         attributes, events = result.attributes, result.events
         for index, entry in enumerate(entries):
             source = entry.source
             if source is None:
                 continue
-            span = messages.get(index, source)
-            changed = False
-            if attributes or events:
-                changed = _enrich(span, entry, attributes, events)
             if isinstance(source, Held):
-                pieces.append(
-                    (source.envelope, span.SerializeToString() if changed else source.data)
-                )
-            elif changed:
-                live_changed = True
-        return Outcome(result, pieces, live_changed)
+                data = source.data
+                if attributes or events:
+                    data = _enriched_bytes(entry, source, messages.get(index), attributes, events)
+                pieces.append((source.envelope, data))
+            elif (attributes or events) and _enrich_live(entry, source, attributes, events):
+                changed.append(entry.scope)
+        return Outcome(result, pieces, changed)
 
     def _analyzer(self, ready: Ready, messages: dict[int, Any]) -> TraceAnalyzer:
         """A :class:`TraceAnalyzer` fed the trace in arrival order, as the replay feeds it.
@@ -197,15 +241,42 @@ class Detector:
         return analyzer
 
 
-def _enrich(
-    span: Any,
+def _enriched_bytes(
     entry: Entry,
+    held: Held,
+    parsed: Any,
     attributes: dict[str, Any],
     events: dict[str, Any],
-) -> bool:
+) -> bytes:
+    """A held span's bytes with its ``stall.*`` additions (its own bytes when it gets none)."""
     span_id = entry.span_id.hex()
     attrs = attributes.get(span_id)
     span_events = events.get(span_id)
+    if not attrs and not span_events:
+        return held.data
+    if not entry.marked:
+        return held.data + _ENCODINGS.additions(attrs, span_events or ())
+    span = parsed if parsed is not None else Span.FromString(held.data)
+    return span.SerializeToString() if _enrich(span, attrs, span_events) else held.data
+
+
+def _enrich_live(
+    entry: Entry, span: Any, attributes: dict[str, Any], events: dict[str, Any]
+) -> bool:
+    """Enrich a span still in its request, in place; whether it changed."""
+    span_id = entry.span_id.hex()
+    attrs = attributes.get(span_id)
+    span_events = events.get(span_id)
+    if not attrs and not span_events:
+        return False
+    if not entry.marked:
+        span.MergeFromString(_ENCODINGS.additions(attrs, span_events or ()))
+        return True
+    return _enrich(span, attrs, span_events)
+
+
+def _enrich(span: Any, attrs: dict[str, Any] | None, span_events: Any) -> bool:
+    """The careful path, for a span that may be enriched already (upstream): no duplicates."""
     if span_events and any(e.name == _EVENT for e in span.events):
         # Already enriched upstream (a live StallSpanProcessor): keep its events.
         span_events = None

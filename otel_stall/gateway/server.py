@@ -2,26 +2,31 @@
 
 On SIGTERM (or SIGINT) the receivers stop taking requests, every held trace
 is detected and forwarded, and the upstream queue is drained for up to
-``--shutdown-timeout``; what still could not be delivered is logged by count.
+``--shutdown-timeout``, a deadline the log states; what still could not be
+delivered is logged by count. A second signal (Ctrl-C again) exits at once,
+saying how many spans were not delivered.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from types import FrameType
-from typing import IO
+from typing import IO, NoReturn
 
 from otel_stall.conventions import Conventions
+from otel_stall.conventions.user import conventions_from_file
 from otel_stall.core.config import ConfigError
 from otel_stall.core.policy import StallPolicy
 from otel_stall.gateway.config import GatewayConfig
 from otel_stall.gateway.core import Pipeline
-from otel_stall.gateway.flags import build_parser, config_from_args
+from otel_stall.gateway.flags import build_parser, config_from_args, configure_logging
 from otel_stall.gateway.receivers import (
     GrpcReceiver,
     HttpReceiver,
@@ -132,33 +137,27 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, stderr: IO[str] | None = None) -> int:
-    """Run the gateway until SIGTERM/SIGINT.
+    """Run the gateway until SIGTERM/SIGINT; a second one exits at once.
 
-    Exit 0; 1 if spans were left undelivered; 2 on a bad setting, a port that is
-    taken or a certificate that cannot be loaded (one line naming the listener).
+    Exit 0; 1 if spans were left undelivered; 2 on any startup failure (a bad
+    setting, a port that is taken, a certificate that cannot be loaded), with
+    one line naming the flag, variable or listener at fault.
     """
     stderr = stderr or sys.stderr
-    logging.basicConfig(
-        level=str(getattr(args, "log_level", "INFO")).upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     try:
+        configure_logging(args)
         config = config_from_args(args)
-        gateway = Gateway(config).start()
+        conventions = conventions_from_file(getattr(args, "conventions", None))
+        gateway = Gateway(config, conventions=conventions).start()
     except (ConfigError, ValueError, StartupError) as exc:
         print(f"otel-stall serve: {exc}", file=stderr)
         return 2
-    except OSError as exc:
+    except Exception as exc:  # an OSError, or anything else: still one line and exit 2
+        logger.debug("startup failed", exc_info=True)
         print(f"otel-stall serve: cannot start: {exc}", file=stderr)
         return 2
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        logger.info("received %s: flushing and stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    signals = _Signals()
+    signals.install()
     logger.info(
         "otel-stall gateway: grpc=%s http=%s metrics=%s upstream=%s",
         gateway.grpc_endpoint,
@@ -166,9 +165,50 @@ def run(args: argparse.Namespace, stderr: IO[str] | None = None) -> int:
         gateway.metrics_endpoint,
         config.upstream or "(none: detect and count only)",
     )
-    while not stop.wait(1.0):
+    while not signals.first.wait(1.0):
         pass
-    left = gateway.stop()
+    return _shut_down(gateway, signals)
+
+
+class _Signals:
+    """SIGTERM and SIGINT: the first asks for a graceful stop, the next one for an exit now.
+
+    The handler only sets events; the main thread does the logging, since a
+    handler that logs could run while the logging lock is held.
+    """
+
+    def __init__(self) -> None:
+        self.first = threading.Event()
+        self.again = threading.Event()
+        self.names: list[str] = []
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self.handle)
+        signal.signal(signal.SIGINT, self.handle)
+
+    def handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.names.append(signal.Signals(signum).name)
+        (self.again if self.first.is_set() else self.first).set()
+
+
+def _shut_down(gateway: Gateway, signals: _Signals) -> int:
+    """Stop receiving and deliver what is held, until done, the deadline, or another signal."""
+    timeout = gateway.config.shutdown_timeout
+    logger.info(
+        "received %s: stopping; delivering the spans held for up to %gs (until %s); "
+        "send it again (Ctrl-C) to exit at once",
+        signals.names[0],
+        timeout,
+        time.strftime("%H:%M:%S", time.localtime(time.time() + timeout)),
+    )
+    left: list[int] = []
+    stopping = threading.Thread(
+        target=lambda: left.append(gateway.stop()), name="otel-stall-shutdown", daemon=True
+    )
+    stopping.start()
+    while stopping.is_alive():
+        if signals.again.wait(0.1):
+            _exit_now(gateway, signals.names[-1])
     pipeline = gateway.pipeline
     logger.info(
         "stopped: %d spans received, %d forwarded, %d undelivered",
@@ -176,4 +216,23 @@ def run(args: argparse.Namespace, stderr: IO[str] | None = None) -> int:
         pipeline.forwarded,
         pipeline.undelivered,
     )
-    return 0 if left == 0 else 1
+    return 0 if left and left[0] == 0 else 1
+
+
+def _exit_now(gateway: Gateway, name: str) -> NoReturn:
+    """Leave without waiting for the drain, saying what is lost.
+
+    ``os._exit``: a normal exit would join the receivers' and the sender's
+    threads, which is the wait the user just declined.
+    """
+    pipeline = gateway.pipeline
+    lost = max(pipeline.received - pipeline.forwarded, 0)
+    logger.error(
+        "received %s again: exiting now; %d of %d spans received were not delivered",
+        name,
+        lost,
+        pipeline.received,
+    )
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(1 if lost else 0)

@@ -60,7 +60,14 @@ def span_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None)
         (span.attributes or {}) if attributes is None else attributes,
         status.status_code.value,
         status.description or "",
+        _events(span),
     )
+
+
+def _events(span: ReadableSpan) -> tuple[tuple[str, Any], ...]:
+    """The span's events as the conventions read them (name, attributes); most spans have none."""
+    events = span.events  # the SDK copies them on each read: once
+    return tuple((e.name, e.attributes or {}) for e in events) if events else ()
 
 
 def add_within_limits(
@@ -97,6 +104,11 @@ def redact(attributes: dict[str, Any], content_keys: frozenset[str]) -> None:
     """
     for key in content_keys.intersection(attributes):
         del attributes[key]
+
+
+def redact_events(events: Sequence[Event], content_keys: frozenset[str]) -> list[Event]:
+    """The events without those that carry payloads (their names are in ``content_keys``)."""
+    return [event for event in events if event.name not in content_keys]
 
 
 def enrich(

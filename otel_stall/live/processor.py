@@ -58,10 +58,10 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, set_span_in_context
 
-from otel_stall.conventions import Conventions, Role, agent_name, is_agent_span_name
+from otel_stall.conventions import Conventions, Role, agent_name
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import Finding, RunReport
+from otel_stall.core.records import Finding, RunReport, Status
 from otel_stall.core.stall_attributes import (
     finding_event_attributes,
     run_span_attributes,
@@ -73,6 +73,7 @@ from otel_stall.live.enriched import (
     copy_span,
     enrich,
     redact,
+    redact_events,
     span_record,
 )
 from otel_stall.live.guard import StallGuard
@@ -80,7 +81,7 @@ from otel_stall.live.log_events import API_EMITS_EVENTS, FindingEvents
 from otel_stall.live.run_table import Node, Run, RunTable
 from otel_stall.live.settings import ProcessorSettings
 from otel_stall.metrics import StallMetrics
-from otel_stall.semconv import GenAIOperation, StallEventAttributes
+from otel_stall.semconv import StallEventAttributes
 
 logger = logging.getLogger("otel_stall")
 
@@ -150,9 +151,14 @@ class StallSpanProcessor(SpanProcessor):
         self._limits = span_limits or SpanLimits()
         """The provider's span limits (by default the SDK's, from ``OTEL_*_LIMIT``): the
         attributes and events a copy gets obey them, as they would on the live span."""
-        self._role_keys = self.conventions.role_keys
-        """The keys a span needs for ``role()`` to be asked; ``None``: ask for every span."""
         self._content_keys = self.conventions.content_keys
+        role_keys = self.conventions.role_keys
+        if settings.redact and role_keys is not None:  # a payload on any span must go
+            role_keys = role_keys | self._content_keys
+        self._role_keys = role_keys
+        """The keys that make a span worth a look (``role()``, or redaction); ``None``: all."""
+        self._role_prefixes, self._role_names = self.conventions.role_name_patterns
+        """Span-name prefixes and names that give a span a role before its attributes do."""
         self._table: Final = RunTable(
             max_runs=settings.max_runs,
             ttl=float(settings.run_ttl_seconds),
@@ -262,7 +268,8 @@ class StallSpanProcessor(SpanProcessor):
                 if (
                     keys is None
                     or not keys.isdisjoint(attributes)
-                    or span.name.startswith(GenAIOperation.INVOKE_AGENT)
+                    or span.name.startswith(self._role_prefixes)
+                    or span.name in self._role_names
                 ):
                     self._classified_start(span, attributes, inherit)
                 elif inherit is not None:
@@ -370,14 +377,17 @@ class StallSpanProcessor(SpanProcessor):
         self, span: Span, attributes: dict[str, Any], inherit: Node | None
     ) -> None:
         """A span with a role key or an agent's name started: track it by its role."""
-        role = self.conventions.role(attributes)
+        role = self.conventions.span_role(span.name, attributes)
+        if role is Role.OTHER:
+            # By its name: Google ADK sets agent and model attributes just after the start.
+            role = self.conventions.role_by_name(span.name)
         if role is Role.TOOL:
             self._table.tool_started(span, inherit)
         elif role is Role.MODEL:
             run = self._table.model_started(span, inherit)
-            self._model(span, run, span.get_span_context().trace_id)  # its round opens now
-        elif role is Role.AGENT or is_agent_span_name(span.name):
-            # By its name: Google ADK sets an agent span's attributes just after it starts.
+            if inherit is None or not inherit.in_model:  # a nested model span is the same call
+                self._model(span, run, span.get_span_context().trace_id)  # its round opens now
+        elif role is Role.AGENT:
             self._table.agent_started(span, inherit)
         elif inherit is not None:  # role keys, but no role: a plain span after all
             self._table.track(span.get_span_context().span_id, inherit)
@@ -395,19 +405,23 @@ class StallSpanProcessor(SpanProcessor):
         if node is None:
             node = self._table.untracked(span)
         attributes = attribute_dict(span)  # a plain dict: cheap lookups, then the copy's
-        role = self.conventions.role(attributes)
+        role = self.conventions.span_role(span.name, attributes)
         parent = span.parent
-        if node.shared and parent is not None and role is Role.OTHER:
+        if node.shared and parent is not None and role is Role.OTHER and not self.settings.redact:
             return span  # role keys, but no role: a plain span after all
         extra = self._detect(span, ctx, role, node, attributes)
         run = node.owned
+        child = node.child
+        if run is None and child is not None and _runs_inside(child, ctx.span_id):
+            run = child.run  # an agent used as a tool: its run ends with it
         if parent is None:  # a trace root: its trace's run, if one was made, ends with it
             trace_run = self._table.root_ended(ctx.trace_id)
             run = trace_run if run is None else run
         events, dropped = (None, 0) if run is None else self._run_ended(span, run, extra)
-        redacting = self.settings.redact and (not node.shared or role is not Role.OTHER)
+        redacting = self.settings.redact
         if redacting:
             redact(attributes, self._content_keys)
+            events = redact_events(span.events if events is None else events, self._content_keys)
         elif not extra and events is None:
             return span
         return enrich(span, attributes, extra, self._limits, events, dropped, redacted=redacting)
@@ -438,26 +452,40 @@ class StallSpanProcessor(SpanProcessor):
 
         A model span that was not one at its start opens its round now.
         """
-        if role is Role.TOOL and not node.nested:  # a nested tool span is the outer call again
-            return self._tool(span, ctx, attributes, node.run)
-        if role is Role.MODEL and node.role is not Role.MODEL:
+        if role is Role.TOOL:
+            if not node.nested:
+                return self._tool(span, ctx, attributes, node)
+            self._nested_tool(span, attributes, node)  # the outer call again: only its failure
+            return {}
+        if role is Role.MODEL and node.role is not Role.MODEL and not node.in_model:
             # Classified only at its end: open its round now, at its start time.
             self._model(span, node.run, ctx.trace_id)
         return {}
+
+    def _nested_tool(self, span: ReadableSpan, attributes: dict[str, Any], node: Node) -> None:
+        """A tool span inside another: its failure is the outer call's (MCP's server span)."""
+        child = node.child
+        if child is not None and child.inner_failure is None:
+            status = self.conventions.status(span_record(span, attributes))
+            if status is not Status.OK:
+                child.inner_failure = status
 
     def _tool(
         self,
         span: ReadableSpan,
         ctx: SpanContext,
         attributes: dict[str, Any],
-        run: Run | None,
+        node: Node,
     ) -> dict[str, Any]:
         """Feed one ended tool span to its run; the ``stall.*`` attributes for its copy."""
-        run = self._table.use(run, ctx.trace_id, span.parent)
+        run = self._table.use(node.run, ctx.trace_id, span.parent)
         if run is None:
             return {}
         call = self.conventions.tool_call(span_record(span, attributes), run.run_key)
         digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
+        inner = node.child.inner_failure if node.child is not None else None
+        if inner is not None and call.status is Status.OK:
+            call.status = inner  # signed as the span says, failed as the nested span says
         with run.lock:
             if run.closed:
                 return {}
@@ -661,6 +689,11 @@ def _report_attributes(run: Run, span: ReadableSpan | None) -> dict[str, Any]:
         "run_span_id": None if ctx is None else format(ctx.span_id, "016x"),
         "agent": agent_name(attributes) if attributes and run.span_id else None,
     }
+
+
+def _runs_inside(child: Node, span_id: int) -> bool:
+    """Whether a tool span's child node holds the run the tool span itself is the run span of."""
+    return child.run is not None and child.run.span_id == span_id
 
 
 def _finding_key(event: Event) -> tuple[Any, ...]:

@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanContext
 
 from otel_stall.conventions import Role
 from otel_stall.core.detector import RunDetector
-from otel_stall.core.records import Finding, RunReport
+from otel_stall.core.records import Finding, RunReport, Status
 
 TOUCH: Final = 1.0
 """Seconds within which a run is not moved in the LRU order again (saves a lock)."""
@@ -108,7 +108,17 @@ class Node:
     collector ran, instead of being freed when the span ends.
     """
 
-    __slots__ = ("child", "nested", "owned", "role", "run", "shared")
+    __slots__ = (
+        "child",
+        "in_model",
+        "inner_failure",
+        "nested",
+        "owned",
+        "owner",
+        "role",
+        "run",
+        "shared",
+    )
 
     def __init__(
         self,
@@ -117,10 +127,19 @@ class Node:
         role: Role | None = None,
         owned: Run | None = None,
         child: Node | None = None,
+        in_model: bool = False,
     ) -> None:
         self.run = run
         self.nested = nested
         """Inside a tool span: the outer tool span is the call, this one is not."""
+        self.in_model = in_model
+        """Inside a model span: a model span here is the same call (a wrapper's client call)."""
+        self.inner_failure: Status | None = None
+        """On a tool span's child node: how a nested span of the same call failed (an MCP
+        server span under its client span), for the outer call to report."""
+        self.owner: Span | None = None
+        """On a tool span's child node: the tool span, which becomes a run span if a model
+        call starts inside it (an agent used as a tool)."""
         self.role = role
         """The role the span had at its start (tool, model or agent); ``None``: a plain span."""
         self.owned = owned
@@ -206,13 +225,31 @@ class RunTable:
     def tool_started(self, span: Span, inherit: Node | None) -> None:
         """Track a tool span: its children are nested calls, the same call seen again."""
         run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
-        child = inherit if nested else Node(run, True)
+        if nested:
+            child = inherit
+        else:
+            child = Node(run, True)
+            child.owner = span
         self.track(span.get_span_context().span_id, Node(run, nested, Role.TOOL, None, child))
 
     def model_started(self, span: Span, inherit: Node | None) -> Run | None:
-        """Track a model span; the run it belongs to (``None``: its trace's run)."""
+        """Track a model span; the run it belongs to (``None``: its trace's run).
+
+        Inside a tool span with no agent span between, the tool span is an agent
+        used as a tool: it becomes the run span of the calls made inside it.
+        """
+        if inherit is not None and inherit.nested and inherit.owner is not None:
+            owner = inherit.owner
+            ctx = owner.get_span_context()
+            inherit.run, inherit.nested, inherit.owner = (
+                Run(ctx.trace_id, ctx.span_id, owner),
+                False,
+                None,
+            )
         run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
-        self.track(span.get_span_context().span_id, Node(run, nested, Role.MODEL, None, inherit))
+        child = Node(run, nested, in_model=True)
+        node = Node(run, nested, Role.MODEL, None, child, inherit is not None and inherit.in_model)
+        self.track(span.get_span_context().span_id, node)
         return run
 
     def agent_started(self, span: Span, inherit: Node | None) -> None:
@@ -239,7 +276,9 @@ class RunTable:
         parent = span.parent
         parent_node = None if parent is None else self.spans.get(parent.span_id)
         inherit = None if parent_node is None else parent_node.inherited()
-        return Node(None, False) if inherit is None else Node(inherit.run, inherit.nested)
+        if inherit is None:
+            return Node(None, False)
+        return Node(inherit.run, inherit.nested, in_model=inherit.in_model)
 
     def root_started(self, span: Span) -> None:
         """Remember an open trace root: it becomes the run span if its trace run is created."""

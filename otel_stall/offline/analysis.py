@@ -21,12 +21,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Any, Final
 
-from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, is_agent_span_name
+from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, looks_agent_like
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import ABSENT, Finding, RunReport, ToolCall
+from otel_stall.core.records import ABSENT, Finding, RunReport, Status, ToolCall
 from otel_stall.core.signing import Digests
 from otel_stall.core.stall_attributes import (
     AttributeValue,
@@ -35,13 +35,18 @@ from otel_stall.core.stall_attributes import (
     run_span_attributes,
     tool_span_attributes,
 )
+from otel_stall.offline.preview import argument_preview, preview_head
 from otel_stall.semconv import StallEventAttributes
 
 _NESTED: Final = "\x00nested"
 """Sentinel run for a tool span nested in another tool span (never a span id)."""
 _TOOL_FIRST: Final = 0
 _MODEL_NEXT: Final = 1
+_WALKING: Final = "\x00walking"
+"""Memo mark of a span on the walk under way: meeting it again is a cycle."""
 _MAX_HOPS: Final = 10_000
+_MAX_NAMES: Final = 64
+"""Distinct unrecognised span names kept per trace."""
 _OTHER: Final = Role.OTHER
 _TOOL: Final = Role.TOOL
 _MODEL: Final = Role.MODEL
@@ -58,10 +63,16 @@ class TraceResult:
     """``stall.*`` attributes to add, by span id (tool spans and run spans)."""
     events: dict[str, list[SpanEvent]] = field(default_factory=dict)
     """``stall.detected`` events to add, by run span id."""
+    model_calls: int = 0
+    """Model calls recognised (a nested model span counts once)."""
+    unrecognised: dict[str, int] = field(default_factory=dict)
+    """In a trace with no tool call recognised: names of spans that look agent-like but no
+    convention reads, with how many."""
 
 
-_Tool = tuple[ToolCall, Digests, "str | None"]
-"""A tool span without its payloads: the bare call, its digests and its parent id."""
+_Tool = tuple[ToolCall, Digests, "str | None", "str | None"]
+"""A tool span without its payloads: the bare call, its digests, its parent id and the
+agent name it would give a run of its own."""
 
 
 def _canonical_link(span_id: str, parent: str) -> bytes | None:
@@ -86,13 +97,16 @@ class TraceAnalyzer:
 
     __slots__ = (
         "_agents",
+        "_contentless",
         "_links",
         "_models",
         "_odd_links",
+        "_previews",
         "_root_end",
         "_root_id",
         "_root_start",
         "_tools",
+        "_unrecognised",
         "conventions",
         "policy",
         "spans",
@@ -119,6 +133,12 @@ class TraceAnalyzer:
         """Model spans: start time and parent id."""
         self._agents: dict[str, tuple[str | None, int, str | None]] | None = None
         """Agent spans: agent name, end time and parent id."""
+        self._previews: dict[str, str] | None = None
+        """Call signature -> the start of its first call's arguments, for the reports' previews."""
+        self._contentless: dict[str, str | None] | None = None
+        """Tool spans with neither arguments nor result: the switch that captures content."""
+        self._unrecognised: dict[str, int] | None = None
+        """Agent-like names of spans no convention reads (see ``looks_agent_like``)."""
         self._root_id: str | None = None
         """The earliest parentless span: only its id and times are kept, not the span."""
         self._root_start = 0
@@ -135,9 +155,11 @@ class TraceAnalyzer:
         span_id = span.span_id
         parent = self._place(span_id, span.parent_span_id or None, span.start_ns, span.end_ns)
         if role is None:
-            role = self.conventions.role(span.attributes)
+            role = self.conventions.span_role(span.name, span.attributes)
         if role is _OTHER:
-            if not is_agent_span_name(span.name):
+            role = self.conventions.role_by_name(span.name)
+            if role is _OTHER:
+                self._note_unrecognised(span)
                 if parent is not None:
                     link = _canonical_link(span_id, parent)
                     if link is not None:
@@ -147,9 +169,8 @@ class TraceAnalyzer:
                             self._odd_links = {}
                         self._odd_links[span_id] = parent
                 return role
-            role = Role.AGENT
         if role is _TOOL:
-            self._keep_tool(span_id, self.conventions.tool_call(span), parent)
+            self._keep_tool(span, parent)
         elif role is _MODEL:
             # The detector reads nothing from a model call but its place in the run.
             if self._models is None:
@@ -161,12 +182,43 @@ class TraceAnalyzer:
             self._agents[span_id] = (agent_name(span.attributes), span.end_ns, parent)
         return role
 
-    def _keep_tool(self, span_id: str, call: ToolCall, parent: str | None) -> None:
-        """Sign the call, then keep a copy of it without its payloads."""
+    def _note_unrecognised(self, span: SpanRecord) -> None:
+        """Count a plain span whose name looks agent-like and that holds no role key."""
+        if not looks_agent_like(span.name):
+            return
+        keys = self.conventions.role_keys
+        if keys is not None and not keys.isdisjoint(span.attributes):
+            return  # a key the conventions know, with a value they chose not to read as a role
+        found = self._unrecognised
+        if found is None:
+            found = self._unrecognised = {}
+        if span.name in found or len(found) < _MAX_NAMES:
+            found[span.name] = found.get(span.name, 0) + 1
+
+    def _keep_tool(self, span: SpanRecord, parent: str | None) -> None:
+        """Sign the call, then keep a copy of it without its payloads.
+
+        With it, the name the span would give its run, should it turn out to be
+        an agent used as a tool; and, for a call without content, the switch
+        that captures content.
+        """
+        call = self.conventions.tool_call(span)
+        if call.arguments is ABSENT and call.result is ABSENT:
+            if self._contentless is None:
+                self._contentless = {}
+            self._contentless[span.span_id] = self.conventions.content_switch(span.attributes)
         digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
         if self._tools is None:
             self._tools = {}
-        self._tools[span_id] = (_payload_free(call), digests, parent)
+        agent = agent_name(span.attributes)
+        self._tools[span.span_id] = (_payload_free(call), digests, parent, agent)
+        previews = self._previews
+        if previews is None:
+            previews = self._previews = {}
+        if digests.call_signature not in previews:
+            head = preview_head(call.arguments)
+            if head is not None:
+                previews[digests.call_signature] = head
 
     def _place(self, span_id: str, parent: str | None, start_ns: int, end_ns: int) -> str | None:
         """Count a span, note it if it may be the trace's root, and share its parent's id."""
@@ -202,15 +254,21 @@ class TraceAnalyzer:
         """
         result = TraceResult(self.trace_id)
         tools = self._tools or {}
+        if not tools:  # listed where no call was seen: there they explain the silence
+            result.unrecognised = self._unrecognised or {}
         models = self._models or {}
         if not tools and not models:
             return result
         agents = self._agents or {}
         walk = _Ancestry(self, tools, models, agents)
+        models, agents = walk.models_and_tool_runs()
+        result.model_calls = len(models)
         runs: dict[str | None, list[tuple[int, int, str]]] = {}
-        for span_id, (call, _, parent) in tools.items():
+        for span_id, (call, _, parent, _) in tools.items():
             run = parent if parent in agents else walk.run_of(parent, True)
-            if run is not _NESTED:
+            if run is _NESTED:
+                walk.pass_failure_out(call.status, parent)
+            else:
                 key = (call.end_ns, _TOOL_FIRST, span_id)
                 found = runs.get(run)
                 if found is None:
@@ -230,6 +288,21 @@ class TraceAnalyzer:
             run_span_id = run_span if run_span is not None else self._root_id
             self._detect(result, run_span, run_span_id, keys, tools, agents, enrich)
         return result
+
+    def _content_note(self, keys: list[tuple[int, int, str]]) -> dict[str, object]:
+        """``content_captured: False`` and the switch, if no tool call of the run had content.
+
+        The detector never calls content-less calls repeats, so such a run is
+        ``ok`` by construction: the report says so rather than look healthy.
+        """
+        contentless = self._contentless
+        if not contentless:
+            return {}
+        tools = [span_id for _, order, span_id in keys if order == _TOOL_FIRST]
+        if not tools or any(span_id not in contentless for span_id in tools):
+            return {}
+        switch = next((contentless[t] for t in tools if contentless[t]), None)
+        return {"content_captured": False, "content_switch": switch}
 
     def _detect(
         self,
@@ -261,11 +334,15 @@ class TraceAnalyzer:
             end_ns = keys[-1][0] if keys else 0
         before = len(detector.findings) if enrich else 0
         report = detector.finish()
-        context = {
+        context: dict[str, Any] = {
             "trace_id": self.trace_id,
             "run_span_id": run_span_id,
             "agent": agent[0] if agent is not None and agent_span else None,
+            **self._content_note(keys),
         }
+        previews = self._finding_previews(report)
+        if previews:
+            context["argument_previews"] = previews
         if report.attributes:
             report = replace(report, attributes=context)
         else:  # the detector's own fresh, empty dict: fill it rather than copy the report
@@ -275,14 +352,28 @@ class TraceAnalyzer:
             return
         fired += ((end_ns, f) for f in report.findings[before:])
         for row in report.ledger:
-            if row.span_id is not None:
-                result.attributes[row.span_id] = tool_span_attributes(row)
+            if row.span_id is not None:  # an agent used as a tool may hold its run's already
+                result.attributes.setdefault(row.span_id, {}).update(tool_span_attributes(row))
         if run_span_id is not None:
             result.attributes.setdefault(run_span_id, {}).update(run_span_attributes(report))
             result.events[run_span_id] = [
                 SpanEvent(StallEventAttributes.EVENT_NAME, t, finding_event_attributes(f))
                 for t, f in fired
             ]
+
+    def _finding_previews(self, report: RunReport) -> dict[str, str]:
+        """Argument previews of the calls the findings point at, by call signature."""
+        previews = self._previews
+        if not previews or not report.findings:
+            return {}
+        seqs = {f.seq for f in report.findings}
+        found: dict[str, str] = {}
+        for row in report.ledger:
+            head = previews.get(row.call_signature) if row.seq in seqs else None
+            preview = None if head is None else argument_preview(head)
+            if preview is not None:
+                found[row.call_signature] = preview
+        return found
 
 
 def _payload_free(call: ToolCall) -> ToolCall:
@@ -304,9 +395,16 @@ def _payload_free(call: ToolCall) -> ToolCall:
 
 
 class _Ancestry:
-    """Walks up from a tool or model span to its run, during one analysis."""
+    """Walks up from a tool or model span to its run, during one analysis.
 
-    __slots__ = ("agents", "analyzer", "models", "plain", "tools")
+    Each span's run is memoised as the walk passes it, and a walk that comes
+    back to a span it passed stops there (a parent cycle holds no agent span):
+    resolving a whole trace costs one visit per span, however deep or cyclic
+    its parent links (issue 21: a 4 MB chain took 88 s walked from every span).
+    Tool walks and model walks differ at tool spans, so each has its own memo.
+    """
+
+    __slots__ = ("agents", "analyzer", "memo", "models", "plain", "tools")
 
     def __init__(
         self,
@@ -320,6 +418,67 @@ class _Ancestry:
         self.models = models
         self.agents = agents
         self.plain: dict[bytes, bytes] | None = None
+        self.memo: tuple[dict[str, str | None], dict[str, str | None]] = ({}, {})
+        """The run a walk from each span reaches: model walks, then tool walks."""
+
+    def models_and_tool_runs(
+        self,
+    ) -> tuple[dict[str, tuple[int, str | None]], dict[str, tuple[str | None, int, str | None]]]:
+        """The model calls that count, and the run spans, agents used as tools included.
+
+        A model span inside another model span (a framework's wrapper around
+        the client call) is the same call: only the outermost counts. A tool
+        span that holds model calls with no agent span between is an agent
+        used as a tool: it is the run span of the calls inside it, as the live
+        processor makes it when the first of them starts.
+        """
+        models, agents = self.models, dict(self.agents)
+        counted: dict[str, tuple[int, str | None]] = {}
+        for span_id, entry in models.items():
+            above = self._above_model(entry[1])
+            if above is _NESTED:
+                continue
+            counted[span_id] = entry
+            if above is not None and above not in agents:
+                call, _, parent, name = self.tools[above]
+                agents[above] = (name, call.end_ns, parent)
+        self.agents = agents  # every model span stays in self.models: tools walk through them
+        return counted, agents
+
+    def _above_model(self, parent: str | None) -> str | None:
+        """The nearest agent or tool span above a model span; ``_NESTED`` inside a model."""
+        agents, tools, models = self.agents, self.tools, self.models
+        hops = 0
+        while parent is not None and hops < _MAX_HOPS:
+            if parent in agents or parent in tools:
+                return parent
+            model = models.get(parent)
+            if model is not None:
+                return _NESTED
+            parent = self._plain_parent(parent)
+            hops += 1
+        return None
+
+    def pass_failure_out(self, status: Status, parent: str | None) -> None:
+        """A nested tool span failed: the outermost tool span of its run is the call that did.
+
+        Signed as its own span says; failed as the nested span says (an MCP server span
+        under its client span), as the live processor does.
+        """
+        if status is Status.OK:
+            return
+        outer: ToolCall | None = None
+        hops = 0
+        while parent is not None and parent not in self.agents and hops < _MAX_HOPS:
+            tool = self.tools.get(parent)
+            if tool is not None:
+                outer, parent = tool[0], tool[2]
+            else:
+                model = self.models.get(parent)
+                parent = model[1] if model is not None else self._plain_parent(parent)
+            hops += 1
+        if outer is not None and outer.status is Status.OK:
+            outer.status = status
 
     def run_of(self, parent: str | None, is_tool: bool) -> str | None:
         """The nearest agent ancestor, ``None`` for the trace, or ``_NESTED``.
@@ -327,20 +486,38 @@ class _Ancestry:
         A tool span inside another tool span (an MCP client span under
         ``execute_tool``) is the same call seen twice: only the outer one counts.
         """
-        agents, tools = self.agents, self.tools
-        hops = 0
-        while parent is not None and hops < _MAX_HOPS:
+        memo = self.memo[is_tool]
+        path: list[str] = []
+        run = self._walk(parent, is_tool, memo, path)
+        for span_id in path:
+            memo[span_id] = run
+        return run
+
+    def _walk(
+        self, parent: str | None, is_tool: bool, memo: dict[str, str | None], path: list[str]
+    ) -> str | None:
+        """Up from ``parent`` to a run, a known span, a missing parent or a revisit.
+
+        The spans passed are added to ``path``, each marked in ``memo`` as being
+        walked, so that meeting one again ends the walk as a cycle.
+        """
+        agents, tools, models = self.agents, self.tools, self.models
+        while parent is not None:
             if parent in agents:
                 return parent
+            if parent in memo:
+                known = memo[parent]
+                return None if known is _WALKING else known
             tool = tools.get(parent)
+            if tool is not None and is_tool:
+                return _NESTED
+            path.append(parent)
+            memo[parent] = _WALKING
             if tool is not None:
-                if is_tool:
-                    return _NESTED
                 parent = tool[2]
             else:
-                model = self.models.get(parent)
+                model = models.get(parent)
                 parent = model[1] if model is not None else self._plain_parent(parent)
-            hops += 1
         return None
 
     def _plain_parent(self, span_id: str) -> str | None:

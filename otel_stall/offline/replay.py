@@ -13,14 +13,19 @@ Pass two (only for ``--out`` and ``--export-otlp``) reads the input again and
 adds each span's ``stall.*`` attributes and ``stall.detected`` events, so every
 span that came in goes out, enriched exactly as the live processor would have
 enriched it. Standard input is spooled to a temporary file first, since it
-cannot be read twice.
+cannot be read twice. Pass two reads only the files pass one read, and never
+the file being written: ``--out`` goes to a hidden temporary file beside its
+target, renamed over it once complete (issue 21: an ``--out`` that was its own
+input was truncated to nothing, one inside the input folder re-read itself).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -40,7 +45,16 @@ from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport, Verdict
 from otel_stall.offline.analysis import TraceResult
 from otel_stall.offline.intake import Intake
-from otel_stall.offline.readers import STDIN, Unit, expand_paths, open_input, read_units
+from otel_stall.offline.readers import (
+    DEFAULT_MAX_MESSAGE,
+    NOT_A_SPAN_FILE,
+    STDIN,
+    Format,
+    Unit,
+    expand_paths,
+    open_input,
+    read_units,
+)
 from otel_stall.offline.send import OtlpSender
 from otel_stall.otlp.decode import DecodeError, hex_id, iter_json_spans
 from otel_stall.otlp.encode import (
@@ -63,6 +77,8 @@ class ReplayResult:
 
     reports: list[RunReport] = field(default_factory=list)
     errors: list[InputError] = field(default_factory=list)
+    skipped: list[InputError] = field(default_factory=list)
+    """Files found in a directory that are not span files: noted, not errors."""
     files: int = 0
     spans: int = 0
     """Every span entry seen, including ones that could not be decoded."""
@@ -77,6 +93,12 @@ class ReplayResult:
     """Spans written by ``--out`` (None when not asked)."""
     exported: int | None = None
     """Spans accepted by the ``--export-otlp`` endpoint (None when not asked)."""
+    inputs: list[str] | None = None
+    """The files pass one read: pass two reads these and no others."""
+    model_calls: int = 0
+    """Model calls recognised in all traces."""
+    unrecognised: dict[str, int] = field(default_factory=dict)
+    """Agent-like span names no convention reads, with how many spans had each."""
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -98,8 +120,17 @@ class ReplayResult:
             "runs": len(self.reports),
             "verdicts": self.verdicts,
         }
+        out["recognised"] = {
+            "tool_calls": sum(r.tool_calls for r in self.reports),
+            "model_calls": self.model_calls,
+        }
+        if self.unrecognised:
+            top = sorted(self.unrecognised.items(), key=lambda kv: (-kv[1], kv[0]))[:20]
+            out["unrecognised_span_names"] = dict(top)
         if self.tool_call_events:
             out["tool_call_events"] = self.tool_call_events
+        if self.skipped:
+            out["skipped"] = len(self.skipped)
         if self.written is not None:
             out["written"] = self.written
         if self.exported is not None:
@@ -121,10 +152,13 @@ class Replayer:
         *,
         progress: Progress | None = None,
         pause_gc: bool = False,
+        max_message: int = DEFAULT_MAX_MESSAGE,
     ) -> None:
         self.policy = policy or StallPolicy()
         self.conventions = conventions or Conventions()
         self.progress = progress
+        self.max_message = max_message
+        """The most bytes one line, document or inflated message may hold; longer is an error."""
         self.pause_gc = pause_gc
         """Pause the cyclic garbage collector during :meth:`analyse` (process-wide).
 
@@ -159,11 +193,18 @@ class Replayer:
         errors = result.errors
         policy = self.policy
         intake = Intake(policy, self.conventions, errors)
-        for path in expand_paths(paths, errors):
+        named = set(paths)
+        result.inputs = expand_paths(paths, errors)
+        for path in result.inputs:
             label = (labels or {}).get(path, _label(path))
             result.files += 1
             for unit in self._units(path, label, errors):
                 result.formats.setdefault(label, unit.format)
+                if unit.format == Format.UNRECOGNISED:
+                    # Named by the user, it is an error; found in a directory, a note.
+                    notes = errors if path in named else result.skipped
+                    notes.append(unit.error(NOT_A_SPAN_FILE))
+                    continue
                 if unit.events is not None:
                     loaded = unit.events
                     errors.extend(loaded.errors)
@@ -186,6 +227,9 @@ class Replayer:
             if keep_enrichment:
                 result.traces[trace_id] = analysis
             result.reports.extend(analysis.reports)
+            result.model_calls += analysis.model_calls
+            for name, count in analysis.unrecognised.items():
+                result.unrecognised[name] = result.unrecognised.get(name, 0) + count
         return result
 
     def _units(self, path: str, label: str, errors: list[InputError]) -> Iterator[Unit]:
@@ -195,7 +239,7 @@ class Replayer:
             errors.append(InputError(label, None, None, f"cannot read: {exc.strerror or exc}"))
             return
         try:
-            yield from read_units(label, stream, errors)
+            yield from read_units(label, stream, errors, max_message=self.max_message)
         finally:
             if path != STDIN:
                 stream.close()
@@ -217,16 +261,19 @@ class Replayer:
         *,
         redact: bool = False,
         labels: dict[str, str] | None = None,
+        writing: IO[bytes] | None = None,
     ) -> Iterator[tuple[Unit, Any]]:
         """Yield ``(unit, enriched message)`` for the second pass.
 
         JSON units are enriched in place as dicts (so nothing the decoder
         skipped is lost); protobuf units as ``TracesData``. Errors were
         already reported by the first pass, so they go to a scratch list.
+        Only files the first pass read are read, and never ``writing``, the
+        file the output goes to (that one is listed in ``result.errors``).
         """
         scratch: list[InputError] = []
         strip = self.conventions.content_keys if redact else frozenset()
-        for path in expand_paths(paths, scratch):
+        for path in self._second_pass_files(result, paths, writing, scratch):
             label = (labels or {}).get(path, _label(path))
             for unit in self._units(path, label, scratch):
                 if unit.proto is not None:
@@ -237,6 +284,25 @@ class Replayer:
                     result, unit.json, strip
                 ):
                     yield unit, unit.json
+
+    def _second_pass_files(
+        self,
+        result: ReplayResult,
+        paths: Sequence[str],
+        writing: IO[bytes] | None,
+        errors: list[InputError],
+    ) -> Iterator[str]:
+        """The inputs again, as pass one read them, without the file being written."""
+        read_before = None if result.inputs is None else set(result.inputs)
+        output = _identity(writing)
+        for path in expand_paths(paths, errors):
+            if read_before is not None and path not in read_before:
+                continue  # appeared since pass one: its spans were not analysed
+            if output is not None and _identity(path) == output:
+                message = "not read again: it is the file the output is being written to"
+                result.errors.append(InputError(_label(path), None, None, message))
+                continue
+            yield path
 
     def _enriched_proto(
         self, result: ReplayResult, payload: bytes, strip: frozenset[str]
@@ -293,14 +359,35 @@ class Replayer:
         self,
         result: ReplayResult,
         paths: Sequence[str],
-        out: IO[bytes],
+        out: IO[bytes] | str | os.PathLike[str],
         *,
         redact: bool = False,
         labels: dict[str, str] | None = None,
     ) -> int:
-        """Write every span, enriched, as OTLP/JSON lines; returns the spans written."""
+        """Write every span, enriched, as OTLP/JSON lines; returns the spans written.
+
+        ``out`` is a binary stream, or a path: the lines then go to a hidden
+        temporary file beside it, which replaces it only once every span is
+        written, so the target (which may be an input) is never truncated
+        while it is read. A stream's own file is never read as input.
+        """
+        if not isinstance(out, str | os.PathLike):
+            return self._write_lines(result, paths, out, redact, labels)
+        with _replacing(os.fspath(out)) as stream:
+            return self._write_lines(result, paths, stream, redact, labels)
+
+    def _write_lines(
+        self,
+        result: ReplayResult,
+        paths: Sequence[str],
+        out: IO[bytes],
+        redact: bool,
+        labels: dict[str, str] | None,
+    ) -> int:
         written = 0
-        for unit, message in self.enriched(result, paths, redact=redact, labels=labels):
+        for unit, message in self.enriched(
+            result, paths, redact=redact, labels=labels, writing=out
+        ):
             obj = proto_to_json(message) if unit.proto is not None else message
             written += _count_spans(obj)
             out.write(orjson.dumps(obj))
@@ -349,6 +436,59 @@ def _cyclic_gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _identity(file: IO[bytes] | str | None) -> tuple[int, int] | None:
+    """Device and inode of a path or an open file, to know a file under two names."""
+    try:
+        if isinstance(file, str):
+            info = os.stat(file)
+        else:
+            fileno = getattr(file, "fileno", None)
+            if fileno is None:
+                return None
+            info = os.fstat(fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+    return info.st_dev, info.st_ino
+
+
+@contextlib.contextmanager
+def _replacing(path: str) -> Iterator[IO[bytes]]:
+    """A hidden temporary file beside ``path`` that is renamed over it on success.
+
+    Hidden, so that a directory replay never lists it; removed if writing
+    fails. A path that exists and is not a regular file (``/dev/stdout``, a
+    FIFO) is written directly, since it cannot be replaced.
+    """
+    target = os.path.realpath(path)
+    if os.path.exists(target) and not os.path.isfile(target):
+        with open(target, "wb") as direct:
+            yield direct
+        return
+    directory, name = os.path.split(target)
+    fd, temporary = _create_hidden(directory, name)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            yield stream
+        if os.path.exists(target):
+            shutil.copymode(target, temporary)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _create_hidden(directory: str, name: str) -> tuple[int, str]:
+    """Create ``.NAME.RANDOM.tmp`` in ``directory`` with the usual permissions (umask applies)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        temporary = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(temporary, flags, 0o666), temporary
+        except FileExistsError:
+            continue
 
 
 def _ignore(error: DecodeError) -> None:

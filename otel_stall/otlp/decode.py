@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Protocol
 
-from otel_stall.conventions import SpanRecord, is_agent_span_name
+from otel_stall.conventions import SpanRecord, is_role_span_name, looks_agent_like
 
 __all__ = [
     "DecodeError",
@@ -158,6 +158,7 @@ def record_from_proto_span(span: Any) -> SpanRecord:
         attributes_from_proto(span.attributes),
         status.code,
         status.message,
+        tuple((e.name, attributes_from_proto(e.attributes)) for e in span.events),
     )
 
 
@@ -203,8 +204,9 @@ def _add_if_plain(span: Any, sink: SpanSink, plain_keys: frozenset[str]) -> bool
     parent = span.parent_span_id
     trace_id = span.trace_id
     span_id = span.span_id
-    if not (parent and trace_id and span_id) or is_agent_span_name(span.name):
-        return False
+    name = span.name
+    if not (parent and trace_id and span_id) or is_role_span_name(name) or looks_agent_like(name):
+        return False  # an agent-like name is kept whole: the replay lists unrecognised ones
     for kv in span.attributes:
         if kv.key in plain_keys:
             return False
@@ -448,6 +450,7 @@ def span_from_json(span: Any) -> SpanRecord:
                         fast_json_attributes(attributes) if attributes else {},
                         code,
                         message,
+                        _json_events(span.get("events")),
                     )
         except (KeyError, TypeError, ValueError, AttributeError, DecodeError):
             pass
@@ -472,7 +475,28 @@ def _checked_span_from_json(span: Any) -> SpanRecord:
         attributes_from_json(span.get("attributes")),
         code,
         message,
+        _json_events(span.get("events")),
     )
+
+
+def _json_events(events: Any) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """A span's events as (name, attributes): some frameworks put tool content there."""
+    if not events:
+        return ()
+    if not isinstance(events, list):
+        raise DecodeError("events", f"expected a list, got {type(events).__name__}")
+    out = []
+    for i, event in enumerate(events):
+        if not isinstance(event, dict):
+            raise DecodeError(f"events[{i}]", f"expected an object, got {type(event).__name__}")
+        name = event.get("name", "")
+        if not isinstance(name, str):
+            raise DecodeError(f"events[{i}].name", f"expected a string, got {type(name).__name__}")
+        try:
+            out.append((name, attributes_from_json(event.get("attributes"))))
+        except DecodeError as exc:
+            raise DecodeError(f"events[{i}].{exc.where}", exc.reason) from None
+    return tuple(out)
 
 
 def iter_json_spans(obj: Any) -> Iterator[tuple[str, Any]]:
@@ -538,7 +562,8 @@ def decode_json(
             and record.trace_id
             and record.span_id
             and plain_keys.isdisjoint(record.attributes)
-            and not is_agent_span_name(record.name)
+            and not is_role_span_name(record.name)
+            and not looks_agent_like(record.name)
         ):
             sink.add_link(record.trace_id, bytes.fromhex(record.span_id + parent))
         else:

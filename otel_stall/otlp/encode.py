@@ -107,11 +107,15 @@ def python_to_json_any_value(value: Any) -> dict[str, Any]:
 
 
 def redact_proto_span(span: Any, keys: frozenset[str]) -> None:
-    """Strip the raw-content attributes ``keys`` (``Conventions.content_keys``) from a span."""
+    """Strip the raw-content attributes and events ``keys`` (``Conventions.content_keys``)."""
     attributes = span.attributes
     for i in range(len(attributes) - 1, -1, -1):
         if attributes[i].key in keys:
             del attributes[i]
+    events = span.events
+    for i in range(len(events) - 1, -1, -1):
+        if events[i].name in keys:
+            del events[i]
 
 
 def enrich_proto_span(
@@ -143,12 +147,13 @@ def enrich_proto_span(
 
 
 def redact_json_span(span: dict[str, Any], keys: frozenset[str]) -> None:
-    """Strip the raw-content attributes ``keys`` (``Conventions.content_keys``) from a JSON span."""
-    attributes = span.get("attributes")
-    if isinstance(attributes, list):
-        span["attributes"] = [
-            kv for kv in attributes if not (isinstance(kv, dict) and kv.get("key") in keys)
-        ]
+    """Strip the raw-content attributes and events ``keys`` from an OTLP/JSON span."""
+    for field, name in (("attributes", "key"), ("events", "name")):
+        items = span.get(field)
+        if isinstance(items, list):
+            span[field] = [
+                item for item in items if not (isinstance(item, dict) and item.get(name) in keys)
+            ]
 
 
 def enrich_json_span(

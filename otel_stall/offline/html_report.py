@@ -1,0 +1,299 @@
+"""The replay report as one self-contained HTML page: a picture of each loop.
+
+``otel-stall replay --format html -o report.html``. One file, no network: the
+style and the script are inline, and a Content-Security-Policy forbids
+loading anything. The page shows the summary, then for each listed run (the
+same selection as the table: stalled runs, worst first) a timeline with one
+mark per tool call, coloured by what the call brought (a new fact, a repeat,
+a refusal, a failure), the stall onset marked, and the findings beside it.
+A click on a call shows its ledger row.
+
+Everything taken from spans (tool names, argument previews) is escaped into
+the markup, or embedded as JSON that the script only ever sets as text.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any, Final
+
+import orjson
+
+from otel_stall.core.records import LedgerRow, RunReport, Status
+from otel_stall.offline.replay import ReplayResult
+from otel_stall.offline.report import (
+    FindingLine,
+    ReportOptions,
+    argument_previews,
+    finding_lines,
+    ledger_json,
+    run_title,
+    score_explanation,
+    select_runs,
+    stall_onset,
+    summary_facts,
+)
+
+__all__ = ["call_class", "render_html"]
+
+_FAILED: Final = frozenset({Status.ERROR, Status.OVERLOADED})
+_CLASS_LABEL: Final = {
+    "new": "new fact",
+    "repeat": "repeat, nothing new",
+    "refused": "refused",
+    "failed": "failed",
+}
+
+
+def call_class(row: LedgerRow) -> str:
+    """What one call brought, as the timeline colours it: new, repeat, refused or failed."""
+    if row.status is Status.REFUSED:
+        return "refused"
+    if row.status in _FAILED:
+        return "failed"
+    return "new" if row.new_fact else "repeat"
+
+
+def render_html(result: ReplayResult, options: ReportOptions | None = None) -> str:
+    """The whole page, as text."""
+    options = options or ReportOptions()
+    selection = select_runs(result, options)
+    parts = [_HEAD, "<header><h1>otel-stall replay</h1>", _summary(result)]
+    what = "runs" if options.show_all else "stalled runs"
+    if selection.eligible:
+        shown = f"{len(selection.runs):,} of {selection.eligible:,}"
+        parts.append(f'<p class="listing">{what.capitalize()}, worst first: {shown}</p>')
+    elif result.reports:
+        parts.append('<p class="listing">No stalled runs.</p>')
+    else:
+        parts.append('<p class="listing">No agent runs or tool calls found.</p>')
+    parts.append(_legend())
+    parts.append("</header><main>")
+    parts += [_run(index, report, options) for index, report in enumerate(selection.runs)]
+    parts.append("</main>")
+    if result.errors:
+        parts.append(_errors(result))
+    parts.append(f"<script>{_SCRIPT}</script></body></html>\n")
+    return "".join(parts)
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _summary(result: ReplayResult) -> str:
+    rows = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in summary_facts(result))
+    return f'<dl class="summary">{rows}</dl>'
+
+
+def _legend() -> str:
+    items = "".join(
+        f'<li><span class="swatch {name}"></span>{_e(label)}</li>'
+        for name, label in _CLASS_LABEL.items()
+    )
+    onset = '<li><span class="swatch onset-key"></span>stall onset</li>'
+    return f'<ul class="legend">{items}{onset}</ul>'
+
+
+def _run(index: int, report: RunReport, options: ReportOptions) -> str:
+    verdict = report.verdict.value
+    onset = stall_onset(report)
+    lines = finding_lines(report, redact=options.redact)
+    return (
+        f'<section class="run verdict-{verdict}" id="run-{index}" '
+        f'data-run-span="{_e(report.attributes.get("run_span_id") or "")}" '
+        f'data-onset="{onset or ""}">'
+        f'<h2><span class="verdict">{verdict}</span> {_e(run_title(report))}</h2>'
+        f'<p class="score">{_e(score_explanation(report))}</p>'
+        f'<div class="body"><div class="picture">{_timeline(report.ledger, onset)}'
+        '<table class="detail" hidden><caption>ledger row</caption><tbody></tbody></table>'
+        f"</div>{_aside(report, lines, onset)}</div>"
+        f'<script type="application/json" class="ledger">{_ledger_data(report, options)}</script>'
+        "</section>"
+    )
+
+
+def _timeline(rows: Sequence[LedgerRow], onset: int | None) -> str:
+    """One button per call, in seq order; a new round starts with a wider gap."""
+    marks = []
+    last_round = None
+    for row in rows:
+        classes = ["call", call_class(row), f"act-{row.action.value}"]
+        if last_round is not None and row.round != last_round:
+            classes.append("round-start")
+        last_round = row.round
+        if row.seq == onset:
+            classes.append("onset")
+            marks.append('<li class="onset-flag" aria-hidden="true">onset</li>')
+        label = (
+            f"seq {row.seq}: {row.tool}, {_CLASS_LABEL[call_class(row)]}, {row.action.value}"
+            f", round {row.round}"
+        )
+        marks.append(
+            f'<li><button type="button" class="{" ".join(classes)}" data-seq="{row.seq}" '
+            f'title="{_e(label)}" aria-label="{_e(label)}">{row.seq}</button></li>'
+        )
+    return f'<ol class="timeline">{"".join(marks)}</ol>'
+
+
+def _aside(report: RunReport, lines: Sequence[FindingLine], onset: int | None) -> str:
+    parts = ['<aside><h3>Findings</h3><ul class="findings">']
+    for line in lines:
+        preview = f' <code class="args">{_e(line.preview)}</code>' if line.preview else ""
+        fired = f", fired {line.times} times" if line.times > 1 else ""
+        seqs = f"{line.first_seq}..{line.last_seq}" if line.first_seq != line.last_seq else ""
+        parts.append(
+            f'<li class="act-{line.action.value}"><b>{line.action.value}</b> {_e(line.kind)}: '
+            f"<code>{_e(line.tool)}</code>{preview} x{line.count}, "
+            f"seq {seqs or line.first_seq}{fired}"
+            f'<p class="message">{_e(line.message)}</p></li>'
+        )
+    parts.append("</ul>" if lines else '<li class="none">none</li></ul>')
+    parts.append(f'<p class="cost">{_e(_cost(report, onset))}</p>')
+    parts.append("</aside>")
+    return "".join(parts)
+
+
+def _cost(report: RunReport, onset: int | None) -> str:
+    """What the stall took, from its onset on (issue #19's wasted tokens and time join here)."""
+    if onset is None:
+        return f"No stall onset; {report.tool_calls:,} tool calls in {report.rounds:,} rounds."
+    after = sum(1 for row in report.ledger if row.seq >= onset)
+    return (
+        f"Stalled from seq {onset}: {after:,} of {len(report.ledger):,} tool calls "
+        "came from the onset on."
+    )
+
+
+def _ledger_data(report: RunReport, options: ReportOptions) -> str:
+    """The run's ledger for the script, with the previews the findings show, safe in <script>."""
+    previews = argument_previews(report, redact=options.redact)
+    rows = []
+    for row in report.ledger:
+        data = ledger_json(row)
+        preview = previews.get(row.call_signature)
+        if preview is not None:
+            data["arguments_preview"] = preview
+        rows.append(data)
+    text = orjson.dumps(rows).decode()
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _errors(result: ReplayResult) -> str:
+    items = "".join(f"<li><code>{_e(e)}</code></li>" for e in result.errors[:100])
+    more = len(result.errors) - 100
+    tail = f"<li>... {more:,} more</li>" if more > 0 else ""
+    return f'<section class="errors"><h2>Input errors</h2><ul>{items}{tail}</ul></section>'
+
+
+_HEAD: Final = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; \
+style-src 'unsafe-inline'; script-src 'unsafe-inline'">
+<title>otel-stall replay</title>
+<style>
+:root { --new: #2f9e5a; --repeat: #e3a008; --refused: #6b7a99; --failed: #d43d3d;
+  --ink: #1d232b; --muted: #5d6773; --line: #d9dee4; --bg: #f6f7f9; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif;
+  color: var(--ink); background: var(--bg); }
+header, main, .errors { max-width: 1200px; margin: 0 auto; padding: 16px 24px; }
+h1 { font-size: 20px; margin: 8px 0; }
+dl.summary { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 0; }
+dl.summary dt { font-weight: 600; } dl.summary dd { margin: 0; }
+.listing { color: var(--muted); margin: 12px 0 4px; }
+ul.legend { list-style: none; padding: 0; margin: 4px 0; display: flex; gap: 16px;
+  color: var(--muted); }
+.swatch { display: inline-block; width: 12px; height: 12px; border-radius: 3px;
+  margin-right: 6px; vertical-align: -1px; }
+.swatch.new { background: var(--new); } .swatch.repeat { background: var(--repeat); }
+.swatch.refused { background: var(--refused); } .swatch.failed { background: var(--failed); }
+.swatch.onset-key { background: none; border-left: 3px solid var(--ink); border-radius: 0; }
+section.run { background: #fff; border: 1px solid var(--line); border-radius: 8px;
+  padding: 12px 16px; margin: 16px 0; }
+section.run h2 { font-size: 16px; margin: 0 0 4px; overflow-wrap: anywhere; }
+.verdict { display: inline-block; padding: 0 8px; border-radius: 10px; color: #fff;
+  font-size: 13px; margin-right: 6px; background: var(--new); }
+.verdict-warn .verdict { background: var(--repeat); }
+.verdict-escalate .verdict { background: #a34fc2; }
+.verdict-break .verdict { background: var(--failed); }
+.score { color: var(--muted); margin: 0 0 8px; }
+.body { display: flex; gap: 24px; align-items: flex-start; flex-wrap: wrap; }
+.picture { flex: 3 1 420px; min-width: 0; }
+aside { flex: 2 1 300px; min-width: 0; }
+aside h3 { font-size: 14px; margin: 0 0 4px; }
+ul.findings { padding-left: 18px; margin: 0; }
+ul.findings li { margin-bottom: 6px; overflow-wrap: anywhere; }
+.message { margin: 2px 0 0; color: var(--muted); font-size: 12px; }
+.cost { font-weight: 600; }
+code { font-size: 12px; background: #eef1f4; padding: 0 3px; border-radius: 3px; }
+ol.timeline { list-style: none; padding: 8px 0; margin: 0; display: flex; flex-wrap: wrap;
+  gap: 3px; align-items: center; }
+ol.timeline li { display: contents; }
+button.call { width: 26px; height: 30px; border: 0; border-radius: 4px; color: #fff;
+  font-size: 10px; cursor: pointer; padding: 0; }
+button.call.new { background: var(--new); } button.call.repeat { background: var(--repeat); }
+button.call.refused { background: var(--refused); }
+button.call.failed { background: var(--failed); }
+button.call.round-start { margin-left: 6px; }
+button.call.act-warn, button.call.act-escalate, button.call.act-break {
+  box-shadow: inset 0 -5px 0 rgba(0, 0, 0, .35); }
+button.call.selected { outline: 3px solid var(--ink); outline-offset: 1px; }
+ol.timeline li.onset-flag { display: block; position: relative; width: 3px; height: 40px;
+  background: var(--ink); margin: 0 3px; color: transparent; font-size: 0; }
+ol.timeline li.onset-flag::after { content: "onset"; position: absolute; top: -14px; left: -12px;
+  font-size: 10px; color: var(--ink); }
+ol.timeline { padding-top: 16px; }
+table.detail { margin-top: 8px; border-collapse: collapse; font-size: 12px; }
+table.detail caption { text-align: left; font-weight: 600; }
+table.detail th { text-align: left; padding: 1px 12px 1px 0; color: var(--muted);
+  font-weight: 500; }
+table.detail td { font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
+</style></head><body>
+"""
+
+_SCRIPT: Final = """
+(function () {
+  "use strict";
+  var FIELDS = ["seq", "tool", "arguments_preview", "status", "action", "new_fact",
+    "repeat_of", "count", "consecutive", "round", "signature", "call_signature",
+    "result_digest", "span_id"];
+  function show(table, row) {
+    var body = table.tBodies[0];
+    while (body.firstChild) { body.removeChild(body.firstChild); }
+    FIELDS.forEach(function (name) {
+      if (!(name in row)) { return; }
+      var tr = document.createElement("tr");
+      var th = document.createElement("th");
+      var td = document.createElement("td");
+      th.textContent = name;
+      td.textContent = row[name] === null ? "" : String(row[name]);
+      tr.appendChild(th);
+      tr.appendChild(td);
+      body.appendChild(tr);
+    });
+    table.hidden = false;
+  }
+  document.querySelectorAll("section.run").forEach(function (run) {
+    var rows = JSON.parse(run.querySelector("script.ledger").textContent);
+    var bySeq = {};
+    rows.forEach(function (row) { bySeq[row.seq] = row; });
+    var table = run.querySelector("table.detail");
+    var selected = null;
+    run.querySelector("ol.timeline").addEventListener("click", function (event) {
+      var button = event.target.closest("button.call");
+      if (!button) { return; }
+      if (selected) {
+        selected.classList.remove("selected");
+        selected.removeAttribute("aria-pressed");
+      }
+      selected = button;
+      button.classList.add("selected");
+      button.setAttribute("aria-pressed", "true");
+      show(table, bySeq[button.getAttribute("data-seq")]);
+    });
+  });
+})();
+"""
