@@ -64,7 +64,7 @@ class Attack:
         self.ended = 0
         """Spans ended by the application: each must reach downstream."""
 
-    def run(self, i: int, calls: int = 1) -> Span:
+    def run(self, i: int, calls: int = 1) -> trace.Span:
         """One abandoned run: an agent span (in a new trace) with a round of ``calls`` calls."""
         agent = Agent(self.tracer, GENAI, f"agent-{i}")
         name, attributes = GENAI.agent(agent.name)
