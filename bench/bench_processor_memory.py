@@ -12,6 +12,11 @@ StallSpanProcessor -> BatchSpanProcessor -> an exporter that drops what it gets.
 2. Resident memory (RSS) after 80,000 abandoned runs with the default settings,
    each scenario in a fresh interpreter.
 
+Measured (2 shared cores, Python 3.11, SDK 1.45), before -> after issue #21 item 6:
+bytes kept per abandoned run 6,609 -> about 0 (the window reads -435: it replaces
+state made before tracing); RSS for 80,000 runs 626 MB -> 96 MB, with
+``tracked_spans`` 97,490 -> 20,000 (the 10,000 tracked runs' agent and root entries).
+
 Run: ``.venv/bin/python bench/bench_processor_memory.py [--quick]``.
 """
 

@@ -223,6 +223,6 @@ def test_the_byte_bound_limits_tracked_spans() -> None:
 
 
 def test_a_byte_bound_under_a_mebibyte_is_refused() -> None:
-    """A byte bound too small to hold one busy run is a configuration error."""
+    """A byte bound under a mebibyte is refused as a configuration error."""
     with pytest.raises(ValueError, match="max_state_bytes"):
         ProcessorSettings(max_state_bytes=1000)
