@@ -257,14 +257,14 @@ class RunTable:
     def _charge(self, run: Run) -> None:
         """Under the lock: count a registered run for its estimated bytes, a little ahead.
 
-        It is charged for a quarter more calls than it has made (this one included),
-        so a busy run takes the lock again only every so many calls; past ``call_cap``
-        its memory no longer grows, and neither does its charge.
+        It is charged for four or a quarter more calls than it has made, whichever
+        is more, so a busy run takes the lock again only every so many calls; past
+        ``call_cap`` its memory no longer grows, and neither does its charge.
         """
         if run.calls < run.charged_calls:
             return
         cap = self.call_cap
-        ahead = max(run.calls + 1, run.calls * 5 // 4)
+        ahead = max(run.calls + 4, run.calls * 5 // 4)
         calls = ahead if cap is None else min(ahead, cap)
         bytes_now = RUN_BYTES + CALL_BYTES * max(0, calls - 1)
         self.run_bytes += bytes_now - run.charged
