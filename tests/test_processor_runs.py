@@ -51,7 +51,7 @@ def test_trace_without_agent_is_the_run_on_its_root() -> None:
     assert stall(root) == {
         S.VERDICT: "break",
         S.DETECTED: True,
-        S.SCORE: 0.8,
+        S.SCORE: 0.95,
         S.TOOL_CALLS: 5,
         S.ROUNDS: 5,
     }

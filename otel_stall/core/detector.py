@@ -102,6 +102,7 @@ _KNOWN: Final = (Content.PRESENT, Content.EMPTY)
 """What :attr:`Content.known` accepts: content that has a digest to compare."""
 _CONTINUE: Final = Action.CONTINUE
 _RUN_MODE: Final = DuplicateMode.RUN
+_DUPLICATE: Final = Kind.DUPLICATE_CALL
 
 
 @dataclass(slots=True)
@@ -330,8 +331,20 @@ class RunDetector:
 
     @property
     def verdict(self) -> Verdict:
-        """The most severe action so far (``refuse`` counts as ``warn``)."""
+        """The most severe action among the stall evidence so far (refusals are not evidence)."""
         return Verdict.of(self._worst)
+
+    @property
+    def stall_score(self) -> float:
+        """The verdict's quarter of [0, 1), placed in it by the share of repeated calls.
+
+        ``(severity + repeats / calls) / 4`` with severity 0 (ok) to 3 (break):
+        the score orders runs as their verdicts do, so a ``break`` never scores
+        below a ``warn``, and within one verdict a run that repeated more scores higher.
+        """
+        calls = self._calls
+        share = self._repeats / calls if calls else 0.0
+        return (self.verdict.severity + share) / 4
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -364,7 +377,7 @@ class RunDetector:
         return RunReport(
             self.run_key,
             self.verdict,
-            self._repeats / calls if calls else 0.0,
+            self.stall_score,
             calls,
             self._rounds,
             self.findings,
@@ -683,12 +696,16 @@ class RunDetector:
         return self._round.number if self._round else self._rounds
 
     def _record(self, findings: Sequence[Finding]) -> None:
-        """Keep the findings, numbered, and the latest of each action; track the worst action."""
+        """Keep the findings, numbered, and the latest of each action; track the worst action.
+
+        A refusal is what the gate did, not evidence of a stall: it stays out of the verdict.
+        """
         for finding in findings:
             self._findings.append(finding)
             self._fired += 1
             self._latest[finding.action] = (self._fired, finding)
-        self._worst = _worst(self._worst, findings)
+            if finding.kind is not _DUPLICATE:
+                self._worst = _worst(self._worst, (finding,))
 
 
 def gate_digests(
