@@ -189,4 +189,8 @@ def test_demo_through_the_gateway_keeps_one_set_of_events(
     (live,) = [s for s in runs if s.span_id != bare.span_id]
     assert bare.events.count("stall.detected") > 0
     assert live.events == bare.events
+    # Two separate runs of the same agent: all alike but the wall time their loop took.
+    timing = "stall.wasted.seconds"
+    assert live.stall.pop(timing) > 0
+    assert bare.stall.pop(timing) > 0
     assert live.stall == bare.stall

@@ -29,12 +29,7 @@ _CYCLE = "cycle rule not implemented yet"
 _MONOLOGUE = "monologue rule not implemented yet"
 _CHANTING = "chanting rule not implemented yet"
 PENDING: dict[str, str] = {
-    "openhands/repeating_action_error": _FAILURE_LOOP,
-    "openhands/action_observation_pattern": _CYCLE,
     "openhands/monologue": _MONOLOGUE,
-    "openhands/context_window_error_loop": _MODEL_FAILURE_LOOP,
-    "openhands/context_window_error_nine": _MODEL_FAILURE_LOOP,
-    "openhands/context_window_error_with_user_messages": _MODEL_FAILURE_LOOP,
     "gemini_cli/repeated_chunk": _CHANTING,
     "gemini_cli/long_pattern": _CHANTING,
     "gemini_cli/reported_example_stop_writing": _CHANTING,

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from otel_stall.conventions import model_content
 from otel_stall.core.config import env_field, parse_names, resolve
 from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall
 from otel_stall.semconv import (
@@ -322,19 +323,24 @@ class Conventions:
             end_ns,
             get(Stall.TOOL_EXEMPT) is True,
             get(Stall.TOOL_APPROVAL) is True,
+            model_content.failure(attrs),
         )
 
-    @staticmethod
-    def model_call(span: SpanRecord, run_key: RunKey = None) -> ModelCall:
+    def model_call(self, span: SpanRecord, run_key: RunKey = None) -> ModelCall:
         """The :class:`ModelCall` a model span describes."""
         attrs = span.attributes
         model = attrs.get(GenAI.REQUEST_MODEL) or attrs.get(OI.LLM_MODEL_NAME)
+        status = self._status(attrs, span.status_code)
+        error = None if status is Status.OK else model_content.failure(attrs, span.status_message)
         return ModelCall(
-            run_key=run_key,
-            span_id=span.span_id,
-            start_ns=span.start_ns,
-            end_ns=span.end_ns,
-            model=None if model is None else str(model),
+            run_key,
+            span.span_id,
+            span.start_ns,
+            span.end_ns,
+            None if model is None else str(model),
+            status,
+            error,
+            *model_content.token_usage(attrs),
         )
 
     def status(self, span: SpanRecord) -> Status:

@@ -103,6 +103,7 @@ _KNOWN: Final = (Content.PRESENT, Content.EMPTY)
 _CONTINUE: Final = Action.CONTINUE
 _RUN_MODE: Final = DuplicateMode.RUN
 _DUPLICATE: Final = Kind.DUPLICATE_CALL
+_WARN_SEVERITY: Final = ACTION_SEVERITY[Action.WARN]
 
 
 @dataclass(slots=True)
@@ -207,6 +208,34 @@ class RunDetector:
     # failures
     _failing: dict[str, _Streak] = field(default_factory=dict, init=False)
     """Tool -> its current failure streak."""
+    # failure_loop: the same call failing the same way in a row
+    _failed_call: str | None = field(default=None, init=False)
+    """Call signature and error of the current failure loop's calls."""
+    _failed_error: str | None = field(default=None, init=False)
+    _failure_loop: _Streak = field(default_factory=_Streak, init=False)
+    # model_failure_loop
+    _model_error: str | None = field(default=None, init=False)
+    _model_failing: _Streak = field(default_factory=_Streak, init=False)
+    _model_overloads: int = field(default=0, init=False)
+    """Overloaded model calls so far: the first ``overloaded_allowance`` are retries, not a loop."""
+    # cycle: O(max_cycle_length) per run
+    _ring: list[str | None] = field(init=False)
+    """The last ``max_cycle_length`` comparable signatures, by position modulo its length."""
+    _ring_pos: int = field(default=0, init=False)
+    _cycle_runs: list[int] = field(init=False)
+    """Index k: how many calls in a row matched the signature k calls before."""
+    _cycle_fired: list[Action] = field(init=False)
+    """Index k: the most severe finding of the current period-k cycle."""
+    _cycling: bool = field(default=False, init=False)
+    """Whether any of ``_cycle_runs`` is above 0."""
+    # wasted cost: from the first finding at warn or above to the run's end
+    _onset_ns: int | None = field(default=None, init=False)
+    _wasted_calls: int = field(default=0, init=False)
+    _wasted_tokens: int | None = field(default=None, init=False)
+    _end_ns: int = field(default=0, init=False)
+    """The latest end of any call so far: the run's end, for the wasted time."""
+    _now_ns: int = field(default=0, init=False)
+    """When the event being fed happened: a stall that starts with it starts then."""
     # budgets
     _budget_calls: int = field(default=0, init=False)
     _overloaded_exempted: int = field(default=0, init=False)
@@ -224,21 +253,43 @@ class RunDetector:
     def __post_init__(self) -> None:
         self._rows = deque(maxlen=self.keep)
         self._findings = deque(maxlen=self.keep)
+        length = self.policy.max_cycle_length
+        self._ring = [None] * length
+        self._cycle_runs = [0] * (length + 1)
+        self._cycle_fired = [_CONTINUE] * (length + 1)
 
     # -- feeding -------------------------------------------------------------
 
     def feed(self, event: Event) -> tuple[Finding, ...]:
         """Feed any event; return the findings it fired."""
         if isinstance(event, ModelCall):
-            return self.model_call(event)
+            return self.model_call(event) + self.model_ended(event)
         return self.tool_call(event).findings
 
     def model_call(self, call: ModelCall | None = None) -> tuple[Finding, ...]:
-        """A model call closes the current round and opens the next."""
+        """A model call, as it starts, closes the current round and opens the next.
+
+        Its outcome is known only when it ends: :meth:`model_ended`.
+        """
+        if call is not None:
+            self._now_ns = call.start_ns
         findings = self._close_round()
         self._model_driven = True
         findings += self._open_round()
         if findings:  # most model calls fire nothing
+            self._record(findings)
+        return findings
+
+    def model_ended(self, call: ModelCall) -> tuple[Finding, ...]:
+        """A model call's outcome: its failure (model failure loop) and tokens (wasted cost).
+
+        Fed when the call ends, in the order calls end, after :meth:`model_call`.
+        """
+        self._count_model_call(call)
+        if call.status is _OK and not self._model_failing.count:
+            return ()  # the common case
+        findings = self._model_failure_loop(call)
+        if findings:
             self._record(findings)
         return findings
 
@@ -262,10 +313,17 @@ class RunDetector:
         same = self._same_call_in_a_row(digests.call_signature)
         new_fact = self._novelty(call.status, digests, exempt or approval)
 
+        self._count_tool_call(call)
         state = self._repeat(call, signature, seq, consecutive, exempt, findings)
+        if call.status is not _REFUSED:  # a refusal is the gate's act: not part of a cycle
+            # An exempt or approval tool's result is always new: it ends any cycle.
+            looped = None if exempt or approval else signature
+            state = self._cycle(call, looped, repeat_of, seq, state, findings)
         if not (exempt or approval):
             self._duplicate(call, digests, seq, same, findings)
         self._failures(call, digests, seq, findings)
+        if call.status is _ERROR or self._failure_loop.count:
+            self._failure_loop_rule(call, digests, seq, findings)
         self._budget(call, digests, seq, current, findings)
 
         row = LedgerRow(
@@ -372,16 +430,20 @@ class RunDetector:
         return self._rounds
 
     def report(self) -> RunReport:
-        """A snapshot of the run: verdict, stall score, findings and ledger."""
-        calls = self._calls
+        """A snapshot of the run: verdict, stall score, findings, ledger and wasted cost."""
+        onset = self._onset_ns
         return RunReport(
             self.run_key,
             self.verdict,
             self.stall_score,
-            calls,
+            self._calls,
             self._rounds,
             self.findings,
             tuple(self._rows),
+            {},
+            None if onset is None else self._wasted_calls,
+            None if onset is None else self._wasted_tokens,
+            None if onset is None else max(0, self._end_ns - onset) / 1e9,
         )
 
     # -- a tool call's facts ---------------------------------------------------
@@ -574,6 +636,181 @@ class RunDetector:
             )
         )
 
+    def _failure_loop_rule(
+        self, call: ToolCall, digests: Digests, seq: int, findings: list[Finding]
+    ) -> None:
+        """The same call failing the same way ``failure_loop_at`` times in a row escalates.
+
+        "The same way": the same error class where the source names one, else the
+        same result (the error's text). A call whose arguments or error are unknown
+        cannot be told apart from another, so it ends the loop (leans to continue).
+        """
+        streak = self._failure_loop
+        error = call.error or digests.result_digest
+        if call.status is not _ERROR or error is None or digests.arguments not in _KNOWN:
+            if call.status is not _REFUSED:
+                streak.reset()
+            return
+        if streak.count and (digests.call_signature, error) != (
+            self._failed_call,
+            self._failed_error,
+        ):
+            streak.reset()
+        self._failed_call, self._failed_error = digests.call_signature, error
+        if streak.bump(seq) != self.policy.failure_loop_at:
+            return
+        findings.append(
+            Finding(
+                Kind.FAILURE_LOOP,
+                Action.ESCALATE,
+                call.tool,
+                digests.call_signature,
+                streak.count,
+                streak.first_seq,
+                seq,
+                self._round_number(),
+                messages.failure_loop(call.tool, streak.count, streak.first_seq),
+            )
+        )
+
+    def _model_failure_loop(self, call: ModelCall) -> tuple[Finding, ...]:
+        """The model failing the same way ``failure_loop_at`` times in a row escalates.
+
+        The first ``overloaded_allowance`` overloaded model calls of a run are
+        retries, not a loop: they neither count nor end the streak. A failure
+        without a class or message cannot be compared: it ends the streak.
+        """
+        streak = self._model_failing
+        if call.status is _OK or call.status is _REFUSED:
+            streak.reset()
+            return ()
+        if call.status is _OVERLOADED and self._model_overloads < self.policy.overloaded_allowance:
+            self._model_overloads += 1
+            return ()
+        error = call.error
+        if error is None or (streak.count and error != self._model_error):
+            streak.reset()
+            if error is None:
+                return ()
+        self._model_error = error
+        if streak.bump(self._calls) != self.policy.failure_loop_at:
+            return ()
+        model = call.model or "the model"
+        finding = Finding(
+            Kind.MODEL_FAILURE_LOOP,
+            Action.ESCALATE,
+            model,
+            "",
+            streak.count,
+            streak.first_seq,
+            self._calls,
+            self._round_number(),
+            messages.model_failure_loop(model, streak.count),
+        )
+        return (finding,)
+
+    def _cycle(
+        self,
+        call: ToolCall,
+        signature: str | None,
+        repeat_of: int | None,
+        seq: int,
+        state: Action,
+        findings: list[Finding],
+    ) -> Action:
+        """A sequence of 2 to ``max_cycle_length`` signatures repeating back to back.
+
+        ``signature`` is ``None`` for a call that cannot be compared. Such a
+        call, or one seen for the first time (``repeat_of`` is ``None``), cannot
+        continue any cycle, so every count resets: the common case costs a store
+        and a flag test. Returns the row's state.
+        """
+        ring = self._ring
+        size = len(ring)
+        pos = self._ring_pos
+        self._ring_pos = pos + 1
+        if signature is None or repeat_of is None:
+            ring[pos % size] = signature
+            if self._cycling:
+                self._end_cycles()
+            return state
+        state = self._cycle_periods(call, signature, pos, seq, state, findings)
+        ring[pos % size] = signature
+        return state
+
+    def _end_cycles(self) -> None:
+        """Every count of calls matching those k back restarts."""
+        self._cycling = False
+        runs, fired = self._cycle_runs, self._cycle_fired
+        for k in range(len(runs)):
+            runs[k] = 0
+            fired[k] = _CONTINUE
+
+    def _cycle_periods(
+        self,
+        call: ToolCall,
+        signature: str,
+        pos: int,
+        seq: int,
+        state: Action,
+        findings: list[Finding],
+    ) -> Action:
+        """Count, for each k, calls in a row equal to the call k before; fire at full periods."""
+        ring, runs, fired = self._ring, self._cycle_runs, self._cycle_fired
+        size = len(ring)
+        policy = self.policy
+        cycling = False
+        for k in range(2, size + 1):
+            if ring[(pos - k) % size] != signature:
+                runs[k] = 0
+                fired[k] = _CONTINUE
+                continue
+            cycling = True
+            matched = runs[k] = runs[k] + 1
+            if matched < (policy.cycle_warn_at - 1) * k or not _primitive(ring, pos, k, signature):
+                continue
+            periods = matched // k + 1
+            action = Action.BREAK if periods >= policy.cycle_break_at else Action.WARN
+            state = action if ACTION_SEVERITY[action] > ACTION_SEVERITY[state] else state
+            if ACTION_SEVERITY[action] > ACTION_SEVERITY[fired[k]]:
+                fired[k] = action
+                first_seq = seq - matched - k + 1
+                message = messages.cycle(k, periods, first_seq, action)
+                findings.append(
+                    Finding(
+                        Kind.CYCLE,
+                        action,
+                        call.tool,
+                        signature,
+                        periods,
+                        first_seq,
+                        seq,
+                        self._round_number(),
+                        message,
+                    )
+                )
+        self._cycling = cycling
+        return state
+
+    def _count_tool_call(self, call: ToolCall) -> None:
+        """The run's clock and, after a stall's onset, one more wasted call."""
+        self._now_ns = end = call.end_ns
+        if end > self._end_ns:  # noqa: PLR1730 - a compare is cheaper than max() per call
+            self._end_ns = end
+        if self._onset_ns is not None:
+            self._wasted_calls += 1
+
+    def _count_model_call(self, call: ModelCall) -> None:
+        """The run's clock and, after a stall's onset, a wasted call and its tokens."""
+        self._now_ns = call.end_ns
+        self._end_ns = max(self._end_ns, call.end_ns)
+        if self._onset_ns is None:
+            return
+        self._wasted_calls += 1
+        tokens = call.input_tokens, call.output_tokens
+        if tokens != (None, None):
+            self._wasted_tokens = (self._wasted_tokens or 0) + sum(t or 0 for t in tokens)
+
     def _budget(
         self,
         call: ToolCall,
@@ -706,6 +943,8 @@ class RunDetector:
             self._latest[finding.action] = (self._fired, finding)
             if finding.kind is not _DUPLICATE:
                 self._worst = _worst(self._worst, (finding,))
+        if self._onset_ns is None and ACTION_SEVERITY[self._worst] >= _WARN_SEVERITY:
+            self._onset_ns = self._now_ns
 
 
 def gate_digests(
@@ -779,6 +1018,20 @@ def _worst(action: Action, findings: Iterable[Finding]) -> Action:
         if ACTION_SEVERITY[finding.action] > ACTION_SEVERITY[action]:
             action = finding.action
     return action
+
+
+def _primitive(ring: list[str | None], pos: int, k: int, signature: str) -> bool:
+    """Whether the last k signatures (the newest not stored yet) repeat no shorter period.
+
+    A period-4 match of A B A B is the 2-cycle's, and k identical calls are the
+    repeat rule's: one loop is reported once.
+    """
+    size = len(ring)
+    block = [ring[(pos - k + i) % size] for i in range(1, k)] + [signature]
+    for d in range(1, k):
+        if k % d == 0 and all(block[i] == block[i - d] for i in range(d, k)):
+            return False
+    return True
 
 
 def _newest(entries: dict[str, Any], count: int) -> dict[str, Any]:

@@ -76,6 +76,8 @@ class Entry:
     end_ns: int
     source: Any = None
     """The span itself while its request is being handled, a :class:`Held` once it is kept."""
+    outcome: Any = None
+    """A model span's outcome and usage (attributes, status code and message): no payloads."""
 
 
 @dataclass(slots=True)

@@ -52,7 +52,7 @@ from otel_stall.gateway.buffer import (
     TraceBuffer,
 )
 from otel_stall.gateway.config import GatewayConfig
-from otel_stall.gateway.detect import AGENT_NAME, Detector, Outcome
+from otel_stall.gateway.detect import AGENT_NAME, Detector, Outcome, model_outcome
 from otel_stall.gateway.prometheus import LABEL_LIMIT, render, truncate
 from otel_stall.gateway.telemetry import GatewayMetrics
 from otel_stall.gateway.upstream import Sender, Upstream, make_sender
@@ -440,7 +440,7 @@ def _enter(
         group.entries.append(Entry(ROOT, span_id, b"", start, end, span))
     elif kind == MODEL:
         start, end = span.start_time_unix_nano, span.end_time_unix_nano
-        group.entries.append(Entry(MODEL, span_id, parent, start, end))
+        group.entries.append(Entry(MODEL, span_id, parent, start, end, None, model_outcome(span)))
     else:
         group.entries.append(Entry(kind, span_id, parent, 0, 0, span))
         group.cuts.append(where)

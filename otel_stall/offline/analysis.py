@@ -26,7 +26,7 @@ from typing import Final
 from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, is_agent_span_name
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import ABSENT, Finding, RunReport, ToolCall
+from otel_stall.core.records import ABSENT, Finding, ModelCall, RunReport, ToolCall
 from otel_stall.core.signing import Digests
 from otel_stall.core.stall_attributes import (
     AttributeValue,
@@ -41,6 +41,8 @@ _NESTED: Final = "\x00nested"
 """Sentinel run for a tool span nested in another tool span (never a span id)."""
 _TOOL_FIRST: Final = 0
 _MODEL_NEXT: Final = 1
+_MODEL_DONE: Final = 2
+"""A model call's end, ordered among the tool calls' ends: its outcome is known then."""
 _MAX_HOPS: Final = 10_000
 _OTHER: Final = Role.OTHER
 _TOOL: Final = Role.TOOL
@@ -115,8 +117,8 @@ class TraceAnalyzer:
         """Links whose ids are not 16 lower-case hex digits (hand-made records)."""
         # Created on first use: a trace of plain spans then costs little more than its links.
         self._tools: dict[str, _Tool] | None = None
-        self._models: dict[str, tuple[int, str | None]] | None = None
-        """Model spans: start time and parent id."""
+        self._models: dict[str, tuple[int, str | None, ModelCall]] | None = None
+        """Model spans: start time, parent id and the model call (no payloads)."""
         self._agents: dict[str, tuple[str | None, int, str | None]] | None = None
         """Agent spans: agent name, end time and parent id."""
         self._root_id: str | None = None
@@ -151,10 +153,10 @@ class TraceAnalyzer:
         if role is _TOOL:
             self._keep_tool(span_id, self.conventions.tool_call(span), parent)
         elif role is _MODEL:
-            # The detector reads nothing from a model call but its place in the run.
+            # The detector reads a model call's place, outcome and token counts: no payloads.
             if self._models is None:
                 self._models = {}
-            self._models[span_id] = (span.start_ns, parent)
+            self._models[span_id] = (span.start_ns, parent, self.conventions.model_call(span))
         else:
             if self._agents is None:
                 self._agents = {}
@@ -217,18 +219,19 @@ class TraceAnalyzer:
                     runs[run] = [key]
                 else:
                     found.append(key)
-        for span_id, (start_ns, parent) in models.items():
+        for span_id, (start_ns, parent, model) in models.items():
             run = parent if parent in agents else walk.run_of(parent, False)
             key = (start_ns, _MODEL_NEXT, span_id)
+            done = (model.end_ns, _MODEL_DONE, span_id)
             found = runs.get(run)
             if found is None:
-                runs[run] = [key]
+                runs[run] = [key, done]
             else:
-                found.append(key)
+                found += (key, done)
         for run_span, keys in runs.items():
             keys.sort()
             run_span_id = run_span if run_span is not None else self._root_id
-            self._detect(result, run_span, run_span_id, keys, tools, agents, enrich)
+            self._detect(result, run_span, run_span_id, keys, tools, models, agents, enrich)
         return result
 
     def _detect(
@@ -238,6 +241,7 @@ class TraceAnalyzer:
         run_span_id: str | None,
         keys: list[tuple[int, int, str]],
         tools: dict[str, _Tool],
+        models: dict[str, tuple[int, str | None, ModelCall]],
         agents: dict[str, tuple[str | None, int, str | None]],
         enrich: bool,
     ) -> None:
@@ -245,11 +249,16 @@ class TraceAnalyzer:
         detector = RunDetector(self.policy, run_key)
         fired: list[tuple[int, Finding]] = []
         on_tool, on_model = detector.tool_call, detector.model_call
-        for time_ns, _, span_id in keys:
+        for time_ns, order, span_id in keys:
             tool = tools.get(span_id)
             # The record's own run key is left as the source gave it: the
             # detector reads the run key from itself, never from the call.
-            findings = on_model() if tool is None else on_tool(tool[0], tool[1]).findings
+            if tool is not None:
+                findings = on_tool(tool[0], tool[1]).findings
+            elif order == _MODEL_DONE:
+                findings = detector.model_ended(models[span_id][2])
+            else:
+                findings = on_model(models[span_id][2])
             if findings and enrich:
                 fired += ((time_ns, f) for f in findings)
         agent = agents.get(agent_span) if agent_span is not None else None
@@ -300,6 +309,7 @@ def _payload_free(call: ToolCall) -> ToolCall:
         call.end_ns,
         call.exempt,
         call.approval,
+        call.error,
     )
 
 
@@ -312,7 +322,7 @@ class _Ancestry:
         self,
         analyzer: TraceAnalyzer,
         tools: dict[str, _Tool],
-        models: dict[str, tuple[int, str | None]],
+        models: dict[str, tuple[int, str | None, ModelCall]],
         agents: dict[str, tuple[str | None, int, str | None]],
     ) -> None:
         self.analyzer = analyzer
