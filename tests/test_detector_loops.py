@@ -37,8 +37,8 @@ def ok(tool: str, args: Any, result: Any) -> ToolCall:
     return ToolCall(tool, {"a": args}, {"r": result})
 
 
-def model(status: Status = Status.OK, error: str | None = None, **tokens: int) -> ModelCall:
-    return ModelCall(model="m", status=status, error=error, **tokens)
+def model(status: Status = Status.OK, error: str | None = None) -> ModelCall:
+    return ModelCall(model="m", status=status, error=error)
 
 
 # -- failure loop ------------------------------------------------------------------
