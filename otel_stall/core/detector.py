@@ -203,6 +203,8 @@ class RunDetector:
     # no_new_facts and refused_rounds
     _fingerprints: dict[str, None] = field(default_factory=dict, init=False)
     """Result digests seen (a dict, not a set: it is forgotten oldest first)."""
+    _items: dict[str, None] = field(default_factory=dict, init=False)
+    """Digests of list items seen in results (item novelty), forgotten as the results are."""
     _no_new_facts: _Streak = field(default_factory=_Streak, init=False)
     _refused: _Streak = field(default_factory=_Streak, init=False)
     # failures
@@ -480,6 +482,7 @@ class RunDetector:
         self._first_seen = _newest(self._first_seen, memory)
         self._executed = _newest(self._executed, memory)
         self._fingerprints = _newest(self._fingerprints, memory)
+        self._items = _newest(self._items, memory)
         first_seen, executed = self._first_seen, self._executed
         self._occurrences = {k: v for k, v in self._occurrences.items() if k in first_seen}
         self._executions = {k: v for k, v in self._executions.items() if k in executed}
@@ -529,7 +532,21 @@ class RunDetector:
         if fingerprint in self._fingerprints:
             return False
         self._fingerprints[fingerprint] = None
-        return True
+        items = digests.items
+        return True if not items else self._new_item(items)
+
+    def _new_item(self, items: tuple[str, ...]) -> bool:
+        """Item novelty: a list result is new only if it holds an item not seen in the run.
+
+        Every item is remembered, so a later page that only overlaps is no news.
+        """
+        seen = self._items
+        new = False
+        for item in items:
+            if item not in seen:
+                seen[item] = None
+                new = True
+        return new
 
     # -- call-level rules: each adds its findings to ``findings`` --------------
 

@@ -160,7 +160,7 @@ class StallPolicy:
         set_(self, "volatile_keys", parse_volatile_keys(self.volatile_keys))
         self._validate()
         normaliser = Normaliser(self.volatile_keys, self.scrub_values, native=self.native)
-        set_(self, "signer", Signer(normaliser))
+        set_(self, "signer", Signer(normaliser, self.item_novelty))
 
     def _validate(self) -> None:
         check(self.warn_at >= 1, "warn_at", "must be at least 1 (try 3)")
