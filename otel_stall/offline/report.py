@@ -91,6 +91,11 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "stall_score": report.stall_score,
         "tool_calls": report.tool_calls,
         "rounds": report.rounds,
+        "wasted": {
+            "calls": report.wasted_calls,
+            "tokens": report.wasted_tokens,
+            "seconds": report.wasted_seconds,
+        },
         "findings": [finding_json(f) for f in report.findings],
         "ledger": [ledger_json(r) for r in report.ledger],
     }
@@ -172,6 +177,14 @@ def condensed(findings: Iterable[Finding]) -> list[tuple[Finding, int]]:
     return list(lines.values())
 
 
+def _wasted(report: RunReport) -> str:
+    """Calls, tokens (when captured) and seconds after the stall's onset, in one line."""
+    tokens = (
+        "tokens not captured" if report.wasted_tokens is None else f"{report.wasted_tokens} tokens"
+    )
+    return f"{report.wasted_calls} calls, {tokens}, {report.wasted_seconds or 0.0:.1f} s"
+
+
 def _fired(times: int) -> str:
     return f", fired {times} times" if times > 1 else ""
 
@@ -186,6 +199,8 @@ def _run_block(report: RunReport) -> Panel:
         f"   rounds {report.rounds}"
     )
     parts: list[Any] = [head]
+    if report.wasted_calls is not None:
+        parts.append(Text(f"wasted since the stall began: {_wasted(report)}"))
     if report.findings:
         findings = Text()
         for f, times in condensed(report.findings):
