@@ -65,8 +65,12 @@ DEFAULT_VOLATILE_KEYS: Final[tuple[str, ...]] = (
     "trace_id",
     "span_id",
     "nonce",
+    "tool_call_id",
 )
-"""Keys dropped at any depth before hashing: they differ on every call by design."""
+"""Keys dropped at any depth before hashing: they differ on every call by design.
+
+``tool_call_id``: LangChain wraps every tool result in a message that carries
+the model's call id, which made each result of a looping call look new."""
 
 MAX_DEPTH: Final = 256
 """Deeper values are not fingerprinted: they count as unknown, never as a loop.
