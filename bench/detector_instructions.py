@@ -6,7 +6,8 @@ difference divided by N is the per-call cost, free of start-up. Two modes,
 on the payloads of ``bench_detector.py``:
 
   ``alone``: ``RunDetector.tool_call`` on records whose digests were computed
-  before (the detector's own work: the rules and the ledger);
+  before; minus ``sign`` (the same set-up without the calls), the detector's
+  own work: the rules and the ledger;
   ``whole``: building the record and signing it as well (what a span costs).
 
 Side by side against another checkout: run the same command with
@@ -34,16 +35,18 @@ from otel_stall.core.records import ModelCall, ToolCall  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=4000)
-    parser.add_argument("--mode", choices=("alone", "whole"), default="alone")
+    parser.add_argument("--mode", choices=("alone", "whole", "sign"), default="alone")
     parser.add_argument("--noisy", action="store_true")
     options = parser.parse_args(argv)
     payloads = make_payloads(options.calls, noisy=options.noisy)
     policy = StallPolicy()
     run = RunDetector(policy)
-    if options.mode == "alone":
+    if options.mode in ("alone", "sign"):
         sign = StallPolicy().signer.sign
         calls = [ToolCall(t, a, r) for t, a, r in payloads]
         signed = [(c, sign(c.tool, c.arguments, c.result, c.status)) for c in calls]
+        if options.mode == "sign":  # the signing alone: subtract it from ``alone``
+            signed = []
         for n, (call, digests) in enumerate(signed):
             if n % 4 == 0:
                 run.model_call(ModelCall())

@@ -224,3 +224,19 @@ def test_a_run_that_never_stalled_wasted_nothing() -> None:
     """No warning: every wasted field is None."""
     report = run([ok("a", n, n) for n in range(5)])
     assert (report.wasted_calls, report.wasted_tokens, report.wasted_seconds) == (None,) * 3
+
+
+def test_a_refused_try_of_a_failure_loop_is_reported_as_the_gate_refused_it() -> None:
+    """The gate's refusal and the refused call's ledger row carry the same failure_loop finding."""
+    from otel_stall.core.detector import RunDetector
+
+    detector = RunDetector()
+    for _ in range(3):
+        detector.tool_call(fail(result="no such host"))
+    refusal = detector.check_call("run", {"cmd": "make"})
+    observed = detector.tool_call(ToolCall("run", {"cmd": "make"}, status=Status.REFUSED))
+    assert refusal is not None
+    assert refusal.kind is Kind.FAILURE_LOOP
+    assert refusal.action is Action.REFUSE
+    assert observed.findings == (refusal,)
+    assert detector.verdict is Verdict.ESCALATE

@@ -102,7 +102,7 @@ _KNOWN: Final = (Content.PRESENT, Content.EMPTY)
 """What :attr:`Content.known` accepts: content that has a digest to compare."""
 _CONTINUE: Final = Action.CONTINUE
 _RUN_MODE: Final = DuplicateMode.RUN
-_DUPLICATE: Final = Kind.DUPLICATE_CALL
+_REFUSE: Final = Action.REFUSE
 _WARN_SEVERITY: Final = ACTION_SEVERITY[Action.WARN]
 
 
@@ -354,9 +354,10 @@ class RunDetector:
         approval: bool = False,
         digests: Digests | None = None,
     ) -> Finding | None:
-        """The live gate: a refusal if running ``tool(arguments)`` now would be a duplicate.
+        """The live gate: a refusal if running ``tool(arguments)`` now would repeat in vain.
 
-        Does not change any state; the call is recorded when its span ends
+        That is a duplicate, or the next try of a call whose failure loop
+        escalated. Does not change any state; the call is recorded when its span ends
         (with status ``refused`` if the caller followed the refusal, which then
         records the same finding). ``digests`` may come from :func:`gate_digests`
         beforehand, outside any lock; ``exempt`` and ``approval`` are then ignored.
@@ -369,6 +370,10 @@ class RunDetector:
         seq = self._calls + 1
         number = self._round.number if self._round else self._rounds + 1
         call_signature = digests.call_signature
+        if self._failure_loop.count:
+            refusal = self._failure_loop_refusal(tool, call_signature, seq, number)
+            if refusal is not None:
+                return refusal
         if policy.duplicate_mode is DuplicateMode.RUN:
             first_seq = self._executed.get(call_signature)
             if first_seq is None:
@@ -665,7 +670,9 @@ class RunDetector:
         streak = self._failure_loop
         error = call.error or digests.result_digest
         if call.status is not _ERROR or error is None or digests.arguments not in _KNOWN:
-            if call.status is not _REFUSED:
+            if call.status is _REFUSED:
+                self._failure_loop_refused(call, digests.call_signature, seq, findings)
+            else:
                 streak.reset()
             return
         if streak.count and (digests.call_signature, error) != (
@@ -688,6 +695,33 @@ class RunDetector:
                 self._round_number(),
                 messages.failure_loop(call.tool, streak.count, streak.first_seq),
             )
+        )
+
+    def _failure_loop_refused(
+        self, call: ToolCall, call_signature: str, seq: int, findings: list[Finding]
+    ) -> None:
+        """A call the gate refused as the failure loop's next try: the gate's finding, again."""
+        refusal = self._failure_loop_refusal(call.tool, call_signature, seq, self._round_number())
+        if refusal is not None:
+            findings.append(refusal)
+
+    def _failure_loop_refusal(
+        self, tool: str, call_signature: str, seq: int, number: int
+    ) -> Finding | None:
+        """A refusal of ``call_signature`` if it is the call of an escalated failure loop."""
+        streak = self._failure_loop
+        if streak.count < self.policy.failure_loop_at or call_signature != self._failed_call:
+            return None
+        return Finding(
+            Kind.FAILURE_LOOP,
+            Action.REFUSE,
+            tool,
+            call_signature,
+            streak.count,
+            streak.first_seq,
+            seq,
+            number,
+            messages.failure_loop_refused(tool, streak.count, streak.first_seq),
         )
 
     def _model_failure_loop(self, call: ModelCall) -> tuple[Finding, ...]:
@@ -952,13 +986,14 @@ class RunDetector:
     def _record(self, findings: Sequence[Finding]) -> None:
         """Keep the findings, numbered, and the latest of each action; track the worst action.
 
-        A refusal is what the gate did, not evidence of a stall: it stays out of the verdict.
+        A refusal (``duplicate_call``, a failure loop's gate) is what the gate did, not
+        evidence of a stall: it stays out of the verdict.
         """
         for finding in findings:
             self._findings.append(finding)
             self._fired += 1
             self._latest[finding.action] = (self._fired, finding)
-            if finding.kind is not _DUPLICATE:
+            if finding.action is not _REFUSE:
                 self._worst = _worst(self._worst, (finding,))
         if self._onset_ns is None and ACTION_SEVERITY[self._worst] >= _WARN_SEVERITY:
             self._onset_ns = self._now_ns

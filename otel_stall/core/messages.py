@@ -82,6 +82,15 @@ def failure_loop(tool: str, count: int, first_seq: int) -> str:
     )
 
 
+def failure_loop_refused(tool: str, count: int, first_seq: int) -> str:
+    """The gate refuses the next try of a call that keeps failing the same way."""
+    return (
+        f"Refused: `{tool}` with these arguments failed {count} times in a row with the same "
+        f"error (since step {first_seq}); it would fail again. Change the arguments or the "
+        "approach, or report the failure."
+    )
+
+
 def model_failure_loop(model: str, count: int) -> str:
     """Model calls failing the same way several times in a row."""
     return (
