@@ -13,8 +13,7 @@ on the payloads of ``bench_detector.py``:
 Side by side against another checkout: run the same command with
 ``PYTHONPATH=<other root>:<site-packages> python -S`` from outside either root.
 
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
-        python bench/detector_instructions.py --calls 4000 --mode alone
+    valgrind --tool=callgrind python bench/detector_instructions.py --calls 4000
 """
 
 from __future__ import annotations
@@ -25,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_detector import make_payloads  # noqa: E402
+from bench_detector import make_payloads
 
-from otel_stall.core.detector import RunDetector  # noqa: E402
-from otel_stall.core.policy import StallPolicy  # noqa: E402
-from otel_stall.core.records import ModelCall, ToolCall  # noqa: E402
+from otel_stall.core.detector import RunDetector
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import ModelCall, ToolCall
 
 
 def main(argv: list[str] | None = None) -> int:

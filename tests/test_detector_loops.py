@@ -240,3 +240,71 @@ def test_a_refused_try_of_a_failure_loop_is_reported_as_the_gate_refused_it() ->
     assert refusal.action is Action.REFUSE
     assert observed.findings == (refusal,)
     assert detector.verdict is Verdict.ESCALATE
+
+
+# -- monologue ---------------------------------------------------------------------
+
+
+def said(text: str | None) -> ModelCall:
+    from otel_stall.conventions.model_content import output_digest
+
+    if text is None:
+        return ModelCall(model="m")
+    message = {"role": "assistant", "parts": [{"type": "text", "content": text}]}
+    return ModelCall(model="m", output=output_digest({"gen_ai.output.messages": [message]}))
+
+
+def test_the_same_message_three_times_warns_and_five_breaks() -> None:
+    """Monologue: the same normalised assistant message, nothing new between."""
+    report = run([said("I am fine.")] * 2 + [said("I  am FINE. ")] * 4)
+    assert [(f.kind, f.action, f.count) for f in report.findings] == [
+        (Kind.MONOLOGUE, Action.WARN, 3),
+        (Kind.MONOLOGUE, Action.BREAK, 5),
+    ]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        pytest.param(
+            [said("x"), said("x"), ok("ls", 1, 1), said("x"), said("x")], id="a-new-fact-between"
+        ),
+        pytest.param([said("x"), said("y"), said("x"), said("y")], id="different-messages"),
+        pytest.param([said(None)] * 6, id="no-content-captured"),
+    ],
+)
+def test_messages_that_are_not_a_monologue(events: list[Any]) -> None:
+    """A new fact between, different messages, or no captured text: no monologue."""
+    assert of_kind(run(events), Kind.MONOLOGUE) == []
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        pytest.param(
+            {
+                "gen_ai.output.messages": (
+                    '[{"role":"assistant","parts":[{"type":"text","content":"Hi"}]}]'
+                )
+            },
+            id="genai-json",
+        ),
+        pytest.param(
+            {
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": "Hi",
+            },
+            id="openinference",
+        ),
+        pytest.param(
+            {"gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": "Hi"},
+            id="openllmetry",
+        ),
+    ],
+)
+def test_output_text_is_read_in_each_convention(attrs: dict[str, Any]) -> None:
+    """GenAI, OpenInference and OpenLLMetry model output gives the same hash."""
+    from otel_stall.conventions.model_content import output_digest, output_text
+
+    assert output_text(attrs) == "Hi"
+    assert output_digest(attrs) == output_digest({"gen_ai.completion.0.content": "hi"})

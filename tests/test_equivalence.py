@@ -45,9 +45,12 @@ def _flaky_agent(provider: TracerProvider) -> None:
                 pass
 
 
-def _chat(tracer: Any, tokens: int, error: str | None = None) -> None:
-    """A GenAI model span with token usage, or failing with ``error`` and no usage."""
+def _chat(tracer: Any, tokens: int, error: str | None = None, said: str = "") -> None:
+    """A GenAI model span with token usage (and output ``said``), or failing with ``error``."""
     attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+    if said:
+        message = {"role": "assistant", "parts": [{"type": "text", "content": said}]}
+        attributes["gen_ai.output.messages"] = json.dumps([message])
     if error is None:
         attributes |= {"gen_ai.usage.input_tokens": tokens, "gen_ai.usage.output_tokens": 10}
     else:
@@ -78,7 +81,7 @@ def _agent(tracer: Any, name: str) -> Any:
 
 
 def _issue_19_agents(tracer: Any) -> None:
-    """One run per #19 rule: failure loop, model failure loop and a 2-step cycle, with tokens."""
+    """One run per #19 rule: failure loop, model failure loop, monologue, 2-step cycle; tokens."""
     with _agent(tracer, "failing"):
         for attempt in range(4):
             _chat(tracer, 100 + attempt)
@@ -87,6 +90,9 @@ def _issue_19_agents(tracer: Any) -> None:
         _chat(tracer, 500)
         for _ in range(4):
             _chat(tracer, 0, error="ContextWindowExceededError")
+    with _agent(tracer, "monologuing"):
+        for _ in range(5):
+            _chat(tracer, 300, said="I am fine, and thank you for asking.")
     with _agent(tracer, "cycling"):
         for _ in range(6):
             _chat(tracer, 200)
@@ -177,9 +183,9 @@ def test_replay_matches_live(
         assert replayed_events == _live_events(span), span.name
         enriched += bool(expected)
     verdicts = sorted(r.verdict.value for r in result.reports)
-    assert verdicts == ["break", "break", "escalate", "escalate", "escalate", "ok"]
+    assert verdicts == ["break", "break", "break", "escalate", "escalate", "escalate", "ok"]
     kinds = {f.kind.value for r in result.reports for f in r.findings}
-    assert {"failure_loop", "model_failure_loop", "cycle"} <= kinds
+    assert {"failure_loop", "model_failure_loop", "cycle", "monologue"} <= kinds
     wasted = [r for r in result.reports if r.wasted_tokens]
     assert len(wasted) >= 2
     assert enriched > 10

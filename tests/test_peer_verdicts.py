@@ -26,10 +26,8 @@ PEERS = Path(__file__).parent / "peers"
 _FAILURE_LOOP = "failure loop rule not implemented yet"
 _MODEL_FAILURE_LOOP = "model failure loop rule not implemented yet"
 _CYCLE = "cycle rule not implemented yet"
-_MONOLOGUE = "monologue rule not implemented yet"
 _CHANTING = "chanting rule not implemented yet"
 PENDING: dict[str, str] = {
-    "openhands/monologue": _MONOLOGUE,
     "gemini_cli/repeated_chunk": _CHANTING,
     "gemini_cli/long_pattern": _CHANTING,
     "gemini_cli/reported_example_stop_writing": _CHANTING,

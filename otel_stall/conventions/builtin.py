@@ -341,6 +341,7 @@ class Conventions:
             status,
             error,
             *model_content.token_usage(attrs),
+            model_content.output_digest(attrs),
         )
 
     def status(self, span: SpanRecord) -> Status:

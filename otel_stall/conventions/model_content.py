@@ -8,8 +8,11 @@ table can change without touching these readings.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Final
+
+from xxhash import xxh3_64_hexdigest
 
 from otel_stall.semconv import ErrorAttributes as Err
 from otel_stall.semconv import GenAIAttributes as GenAI
@@ -75,3 +78,71 @@ def failure(attrs: Mapping[str, Any], status_message: str = "") -> str | None:
     if error_type is not None and str(error_type):
         return str(error_type)
     return status_message or None
+
+
+OUTPUT_DIGEST_KEY: Final = "otel_stall.output.digest"
+"""Where a gateway keeps :func:`output_digest` of a model span it forwards (not the text)."""
+_OI_OUTPUT_PREFIX: Final = "llm.output_messages."
+_TL_COMPLETION_PREFIX: Final = "gen_ai.completion."
+
+
+def _parts_text(message: Any) -> list[str]:
+    """The text of one GenAI message: its ``text`` parts (or a plain ``content``)."""
+    if not isinstance(message, Mapping) or message.get("role", "assistant") != "assistant":
+        return []
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        return [
+            str(p.get("content", ""))
+            for p in parts
+            if isinstance(p, Mapping) and p.get("type") == "text"
+        ]
+    content = message.get("content")
+    return [content] if isinstance(content, str) else []
+
+
+def _genai_text(value: Any) -> list[str] | None:
+    """``gen_ai.output.messages``: JSON text or a decoded list of messages."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, list):
+        return None
+    return [text for message in value for text in _parts_text(message)]
+
+
+def _flattened_text(attrs: Mapping[str, Any], prefix: str, suffixes: tuple[str, ...]) -> list[str]:
+    """Flattened message attributes (OpenInference, OpenLLMetry), in key order."""
+    return [
+        str(value)
+        for key, value in sorted(attrs.items())
+        if key.startswith(prefix) and key.endswith(suffixes) and "role" not in key
+    ]
+
+
+def output_text(attrs: Mapping[str, Any]) -> str | None:
+    """The assistant's text in a model span, where captured; ``None`` without content."""
+    texts = (
+        _genai_text(attrs.get(GenAI.OUTPUT_MESSAGES)) if GenAI.OUTPUT_MESSAGES in attrs else None
+    )
+    if texts is None:
+        texts = _flattened_text(attrs, _OI_OUTPUT_PREFIX, (".message.content", ".text"))
+        texts += _flattened_text(attrs, _TL_COMPLETION_PREFIX, (".content",))
+    text = " ".join(t for t in texts if t)
+    return text or None
+
+
+def output_digest(attrs: Mapping[str, Any]) -> str | None:
+    """A hash of the normalised assistant text (whitespace collapsed, case folded), or ``None``.
+
+    Only the hash is kept: the text itself never leaves the span.
+    """
+    kept = attrs.get(OUTPUT_DIGEST_KEY)
+    if isinstance(kept, str):
+        return kept
+    text = output_text(attrs)
+    if text is None:
+        return None
+    return xxh3_64_hexdigest(" ".join(text.split()).casefold().encode("utf-8", "surrogatepass"))

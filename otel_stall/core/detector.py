@@ -220,6 +220,10 @@ class RunDetector:
     _model_failing: _Streak = field(default_factory=_Streak, init=False)
     _model_overloads: int = field(default=0, init=False)
     """Overloaded model calls so far: the first ``overloaded_allowance`` are retries, not a loop."""
+    # monologue: the model saying the same thing with no new fact between
+    _said: str | None = field(default=None, init=False)
+    _monologue: _Streak = field(default_factory=_Streak, init=False)
+    _monologue_fired: Action = field(default=_CONTINUE, init=False)
     # cycle: O(max_cycle_length) per run
     _ring: list[str | None] = field(init=False)
     """The last ``max_cycle_length`` comparable signatures, by position modulo its length."""
@@ -288,9 +292,11 @@ class RunDetector:
         Fed when the call ends, in the order calls end, after :meth:`model_call`.
         """
         self._count_model_call(call)
-        if call.status is _OK and not self._model_failing.count:
-            return ()  # the common case
-        findings = self._model_failure_loop(call)
+        findings: tuple[Finding, ...] = ()
+        if call.status is not _OK or self._model_failing.count:
+            findings = self._model_failure_loop(call)
+        if call.output is not None:
+            findings += self._monologue_rule(call, call.output)
         if findings:
             self._record(findings)
         return findings
@@ -316,6 +322,8 @@ class RunDetector:
         new_fact = self._novelty(call.status, digests, exempt or approval)
 
         self._count_tool_call(call)
+        if new_fact and self._monologue.count:
+            self._monologue.reset()  # a new fact between two messages: not a monologue
         state = self._repeat(call, signature, seq, consecutive, exempt, findings)
         if call.status is not _REFUSED:  # a refusal is the gate's act: not part of a cycle
             # An exempt or approval tool's result is always new: it ends any cycle.
@@ -723,6 +731,36 @@ class RunDetector:
             number,
             messages.failure_loop_refused(tool, streak.count, streak.first_seq),
         )
+
+    def _monologue_rule(self, call: ModelCall, said: str) -> tuple[Finding, ...]:
+        """The same assistant message again and again, with no new fact between.
+
+        ``warn_at`` times warns, ``break_at`` times breaks, as repeats do. Only
+        the normalised message's hash is compared; a tool call that brought a
+        new fact starts the count again.
+        """
+        streak = self._monologue
+        if not streak.count or said != self._said:
+            streak.reset()
+            self._said, self._monologue_fired = said, _CONTINUE
+        count = streak.bump(self._calls)
+        action = self._repeat_state("", count)
+        if ACTION_SEVERITY[action] <= ACTION_SEVERITY[self._monologue_fired]:
+            return ()
+        self._monologue_fired = action
+        model = call.model or "the model"
+        finding = Finding(
+            Kind.MONOLOGUE,
+            action,
+            model,
+            said,
+            count,
+            streak.first_seq,
+            self._calls,
+            self._round_number(),
+            messages.monologue(count, action),
+        )
+        return (finding,)
 
     def _model_failure_loop(self, call: ModelCall) -> tuple[Finding, ...]:
         """The model failing the same way ``failure_loop_at`` times in a row escalates.

@@ -111,3 +111,14 @@ def cycle(length: int, periods: int, first_seq: int, action: Action) -> str:
         head + " Those results are already in the conversation: use them, or take a "
         "different approach. You may re-plan once."
     )
+
+
+def monologue(count: int, action: Action) -> str:
+    """The model repeating the same message with nothing new between."""
+    head = (
+        f"Stall: you have written the same message {count} times in a row, and nothing new "
+        "came in between."
+    )
+    if action is Action.BREAK:
+        return head + " The loop is stopped: give your final answer now."
+    return head + " Repeating it will not change the outcome: take a different step or finish."

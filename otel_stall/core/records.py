@@ -73,6 +73,8 @@ class Kind(str, enum.Enum):
     """Model calls failing the same way several times in a row."""
     CYCLE = "cycle"
     """A sequence of 2 to ``max_cycle_length`` calls repeating back to back."""
+    MONOLOGUE = "monologue"
+    """The model saying the same thing again and again, with no new fact between."""
 
     def __str__(self) -> str:
         return self.value
@@ -183,6 +185,8 @@ class ModelCall:
     input_tokens: int | None = None
     """Tokens the call read, where captured (``None``: not captured, which is not 0)."""
     output_tokens: int | None = None
+    output: str | None = None
+    """A hash of the normalised assistant text, where output content was captured."""
 
 
 Event = ToolCall | ModelCall
