@@ -80,7 +80,7 @@ def _agent(tracer: Any, name: str) -> Any:
     return tracer.start_as_current_span(f"invoke_agent {name}", attributes=attributes)
 
 
-def _issue_19_agents(tracer: Any) -> None:
+def issue_19_agents(tracer: Any) -> None:
     """One run per #19 rule: failure loop, model failure loop, monologue, 2-step cycle; tokens."""
     with _agent(tracer, "failing"):
         for attempt in range(4):
@@ -112,7 +112,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[ReadableSpan], 
     run_looping_agent(tracer, rounds=7)
     run_progressing_agent(tracer)
     _flaky_agent(provider)
-    _issue_19_agents(tracer)
+    issue_19_agents(tracer)
     provider.shutdown()
     return list(memory.get_finished_spans()), capture
 

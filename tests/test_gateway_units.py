@@ -23,9 +23,25 @@ from otel_stall.offline.replay import replay
 from otel_stall.otlp.encode import proto_to_json
 
 
-def test_gateway_enriches_exactly_like_a_replay(tmp_path: Path, sink: OtlpSink) -> None:
+def _issue_19_spans() -> list[Any]:
+    """Runs for each of issue #19's rules (failure loops, monologue, cycle), with tokens."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from test_equivalence import issue_19_agents
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    issue_19_agents(provider.get_tracer("issue-19"))
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+@pytest.mark.parametrize("rules", ["repeat", "issue-19"])
+def test_gateway_enriches_exactly_like_a_replay(rules: str, tmp_path: Path, sink: OtlpSink) -> None:
     """Every span leaves the gateway with the stall attributes and events a replay computes."""
-    spans = agent_spans(loops=2, progresses=2)
+    spans = agent_spans(loops=2, progresses=2) if rules == "repeat" else _issue_19_spans()
     path = tmp_path / "spans.jsonl"
     path.write_text(json.dumps(proto_to_json(encode_spans(spans))) + "\n")
     replayed = replay([str(path)])

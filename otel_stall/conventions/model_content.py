@@ -84,6 +84,8 @@ OUTPUT_DIGEST_KEY: Final = "otel_stall.output.digest"
 """Where a gateway keeps :func:`output_digest` of a model span it forwards (not the text)."""
 _OI_OUTPUT_PREFIX: Final = "llm.output_messages."
 _TL_COMPLETION_PREFIX: Final = "gen_ai.completion."
+OUTPUT_KEY_PREFIXES: Final = (GenAI.OUTPUT_MESSAGES, _OI_OUTPUT_PREFIX, _TL_COMPLETION_PREFIX)
+"""Every attribute :func:`output_text` reads starts with one of these."""
 
 
 def _parts_text(message: Any) -> list[str]:

@@ -300,9 +300,13 @@ def model_outcome(span: Any) -> tuple[dict[str, Any], int, str]:
     The span itself is not kept (it goes on at once); these few values are.
     """
     keys = model_content.OUTCOME_KEYS | _MODEL_NAME_KEYS
-    every = {kv.key: kv.value for kv in span.attributes}
-    attrs = {key: any_value_to_python(value) for key, value in every.items() if key in keys}
-    said = model_content.output_digest({k: any_value_to_python(v) for k, v in every.items()})
+    attrs = {kv.key: any_value_to_python(kv.value) for kv in span.attributes if kv.key in keys}
+    output = {
+        kv.key: any_value_to_python(kv.value)
+        for kv in span.attributes
+        if kv.key.startswith(model_content.OUTPUT_KEY_PREFIXES)
+    }
+    said = model_content.output_digest(output) if output else None
     if said is not None:
         attrs[model_content.OUTPUT_DIGEST_KEY] = said
     return attrs, span.status.code, span.status.message
