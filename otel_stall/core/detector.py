@@ -225,9 +225,8 @@ class RunDetector:
     _monologue: _Streak = field(default_factory=_Streak, init=False)
     _monologue_fired: Action = field(default=_CONTINUE, init=False)
     # cycle: O(max_cycle_length) per run
-    _ring: list[str | None] = field(init=False)
-    """The last ``max_cycle_length`` comparable signatures, by position modulo its length."""
-    _ring_pos: int = field(default=0, init=False)
+    _ring: deque[str | None] = field(init=False)
+    """The last ``max_cycle_length`` signatures (``None``: a call that cannot be compared)."""
     _cycle_runs: list[int] = field(init=False)
     """Index k: how many calls in a row matched the signature k calls before."""
     _cycle_fired: list[Action] = field(init=False)
@@ -260,7 +259,7 @@ class RunDetector:
         self._rows = deque(maxlen=self.keep)
         self._findings = deque(maxlen=self.keep)
         length = self.policy.max_cycle_length
-        self._ring = [None] * length
+        self._ring = deque([None] * length, maxlen=length)
         self._cycle_runs = [0] * (length + 1)
         self._cycle_fired = [_CONTINUE] * (length + 1)
 
@@ -321,14 +320,26 @@ class RunDetector:
         same = self._same_call_in_a_row(digests.call_signature)
         new_fact = self._novelty(call.status, digests, exempt or approval)
 
-        self._count_tool_call(call)
+        # The run's clock and, after a stall's onset, one more wasted call: inline, as
+        # every call pays for it (a method call costs more than these lines).
+        end = self._now_ns = call.end_ns
+        if end > self._end_ns:  # noqa: PLR1730 - a compare is cheaper than max()
+            self._end_ns = end
+        if self._onset_ns is not None:
+            self._wasted_calls += 1
         if new_fact and self._monologue.count:
             self._monologue.reset()  # a new fact between two messages: not a monologue
         state = self._repeat(call, signature, seq, consecutive, exempt, findings)
         if call.status is not _REFUSED:  # a refusal is the gate's act: not part of a cycle
             # An exempt or approval tool's result is always new: it ends any cycle.
             looped = None if exempt or approval else signature
-            state = self._cycle(call, looped, repeat_of, seq, state, findings)
+            if looped is None or repeat_of is None:  # cannot continue a cycle: the common case
+                self._ring.append(looped)
+                if self._cycling:
+                    self._end_cycles()
+            else:
+                state = self._cycle_periods(call, looped, seq, state, findings)
+                self._ring.append(looped)
         if not (exempt or approval):
             self._duplicate(call, digests, seq, same, findings)
         self._failures(call, digests, seq, findings)
@@ -554,12 +565,9 @@ class RunDetector:
         Every item is remembered, so a later page that only overlaps is no news.
         """
         seen = self._items
-        new = False
-        for item in items:
-            if item not in seen:
-                seen[item] = None
-                new = True
-        return new
+        before = len(seen)
+        seen.update(dict.fromkeys(items))  # in C: no Python loop over the items
+        return len(seen) > before
 
     # -- call-level rules: each adds its findings to ``findings`` --------------
 
@@ -798,35 +806,6 @@ class RunDetector:
         )
         return (finding,)
 
-    def _cycle(
-        self,
-        call: ToolCall,
-        signature: str | None,
-        repeat_of: int | None,
-        seq: int,
-        state: Action,
-        findings: list[Finding],
-    ) -> Action:
-        """A sequence of 2 to ``max_cycle_length`` signatures repeating back to back.
-
-        ``signature`` is ``None`` for a call that cannot be compared. Such a
-        call, or one seen for the first time (``repeat_of`` is ``None``), cannot
-        continue any cycle, so every count resets: the common case costs a store
-        and a flag test. Returns the row's state.
-        """
-        ring = self._ring
-        size = len(ring)
-        pos = self._ring_pos
-        self._ring_pos = pos + 1
-        if signature is None or repeat_of is None:
-            ring[pos % size] = signature
-            if self._cycling:
-                self._end_cycles()
-            return state
-        state = self._cycle_periods(call, signature, pos, seq, state, findings)
-        ring[pos % size] = signature
-        return state
-
     def _end_cycles(self) -> None:
         """Every count of calls matching those k back restarts."""
         self._cycling = False
@@ -836,27 +815,26 @@ class RunDetector:
             fired[k] = _CONTINUE
 
     def _cycle_periods(
-        self,
-        call: ToolCall,
-        signature: str,
-        pos: int,
-        seq: int,
-        state: Action,
-        findings: list[Finding],
+        self, call: ToolCall, signature: str, seq: int, state: Action, findings: list[Finding]
     ) -> Action:
-        """Count, for each k, calls in a row equal to the call k before; fire at full periods."""
+        """Cycles: a sequence of 2 to ``max_cycle_length`` signatures repeating back to back.
+
+        For each k, counts the calls in a row equal to the call k before (the
+        ring holds the last calls; this one is not in it yet), and fires at full
+        periods. Only a repeated signature gets here. Returns the row's state.
+        """
         ring, runs, fired = self._ring, self._cycle_runs, self._cycle_fired
         size = len(ring)
         policy = self.policy
         cycling = False
         for k in range(2, size + 1):
-            if ring[(pos - k) % size] != signature:
+            if ring[-k] != signature:
                 runs[k] = 0
                 fired[k] = _CONTINUE
                 continue
             cycling = True
             matched = runs[k] = runs[k] + 1
-            if matched < (policy.cycle_warn_at - 1) * k or not _primitive(ring, pos, k, signature):
+            if matched < (policy.cycle_warn_at - 1) * k or not _primitive(ring, k, signature):
                 continue
             periods = matched // k + 1
             action = Action.BREAK if periods >= policy.cycle_break_at else Action.WARN
@@ -880,14 +858,6 @@ class RunDetector:
                 )
         self._cycling = cycling
         return state
-
-    def _count_tool_call(self, call: ToolCall) -> None:
-        """The run's clock and, after a stall's onset, one more wasted call."""
-        self._now_ns = end = call.end_ns
-        if end > self._end_ns:  # noqa: PLR1730 - a compare is cheaper than max() per call
-            self._end_ns = end
-        if self._onset_ns is not None:
-            self._wasted_calls += 1
 
     def _count_model_call(self, call: ModelCall) -> None:
         """The run's clock and, after a stall's onset, a wasted call and its tokens."""
@@ -1110,14 +1080,13 @@ def _worst(action: Action, findings: Iterable[Finding]) -> Action:
     return action
 
 
-def _primitive(ring: list[str | None], pos: int, k: int, signature: str) -> bool:
+def _primitive(ring: deque[str | None], k: int, signature: str) -> bool:
     """Whether the last k signatures (the newest not stored yet) repeat no shorter period.
 
     A period-4 match of A B A B is the 2-cycle's, and k identical calls are the
     repeat rule's: one loop is reported once.
     """
-    size = len(ring)
-    block = [ring[(pos - k + i) % size] for i in range(1, k)] + [signature]
+    block = [ring[i - k] for i in range(1, k)] + [signature]
     for d in range(1, k):
         if k % d == 0 and all(block[i] == block[i - d] for i in range(d, k)):
             return False
