@@ -36,12 +36,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=4000)
     parser.add_argument("--mode", choices=("alone", "whole", "sign"), default="alone")
     parser.add_argument("--noisy", action="store_true")
+    parser.add_argument(
+        "--no-items", action="store_true", help="item_novelty off: no item digests to work out"
+    )
     options = parser.parse_args(argv)
     payloads = make_payloads(options.calls, noisy=options.noisy)
-    policy = StallPolicy()
+    policy = StallPolicy(item_novelty=not options.no_items)
     run = RunDetector(policy)
     if options.mode in ("alone", "sign"):
-        sign = StallPolicy().signer.sign
+        sign = StallPolicy(item_novelty=not options.no_items).signer.sign
         calls = [ToolCall(t, a, r) for t, a, r in payloads]
         signed = [(c, sign(c.tool, c.arguments, c.result, c.status)) for c in calls]
         if options.mode == "sign":  # the signing alone: subtract it from ``alone``
