@@ -462,9 +462,11 @@ class StallSpanProcessor(SpanProcessor):
                 return self._tool(span, ctx, attributes, node)
             self._nested_tool(span, attributes, node)  # the outer call again: only its failure
             return {}
-        if role is Role.MODEL and node.role is not Role.MODEL and not node.in_model:
-            # Classified only at its end: open its round now, at its start time.
-            self._model(span, node.run, ctx.trace_id)
+        if role is Role.MODEL and not node.in_model:  # a nested model span is the same call
+            if node.role is not Role.MODEL:
+                # Classified only at its end: open its round now, at its start time.
+                self._model(span, node.run, ctx.trace_id)
+            self._model_ended(span, node.run, ctx.trace_id, attributes)
         return {}
 
     def _nested_tool(self, span: ReadableSpan, attributes: dict[str, Any], node: Node) -> None:
@@ -519,6 +521,23 @@ class StallSpanProcessor(SpanProcessor):
                 self._fired(run, findings, when)
         if findings:
             self._deliver(findings, run, when)
+
+    def _model_ended(
+        self, span: ReadableSpan, run: Run | None, trace_id: int, attributes: dict[str, Any]
+    ) -> None:
+        """A model call's outcome, once it ended: failure loops and wasted tokens read it."""
+        run = self._table.use(run, trace_id, span.parent)
+        if run is None:
+            return
+        call = self.conventions.model_call(span_record(span, attributes), run.run_key)
+        with run.lock:
+            if run.closed:
+                return
+            findings = self._detector(run).model_ended(call)
+            if findings:
+                self._fired(run, findings, call.end_ns)
+        if findings:
+            self._deliver(findings, run, call.end_ns)
 
     def _run_ended(self, span: ReadableSpan, run: Run, extra: dict[str, Any]) -> RunEvents:
         """Close the run whose run span this is, if it was used; ``extra`` gets its attributes.
