@@ -342,8 +342,8 @@ def score_explanation(report: RunReport) -> str:
     severity = report.verdict.severity
     if rows and abs((severity + repeats / len(rows)) / 4 - report.stall_score) < 1e-9:
         return (
-            f"{text}: {report.verdict.value}, and {repeats} of {_n(len(rows), 'tool call')} "
-            "repeated an earlier call and its result"
+            f"{text}: {report.verdict.value}, {repeats} of {_n(len(rows), 'tool call')} "
+            "repeated (same call, same result)"
         )
     if not rows and report.stall_score == 0:
         return f"{text}: no tool calls"
