@@ -518,6 +518,13 @@ def _pick_run(
     return runs[0]
 
 
+def _wasted_json(wasted: Any) -> dict[str, Any] | None:
+    """A run's wasted cost in ``compare --format json``; ``null`` for a run that never stalled."""
+    if wasted is None:
+        return None
+    return {"calls": wasted.calls, "tokens": wasted.tokens, "seconds": wasted.seconds}
+
+
 def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """Compare the loops of two runs: shared loops point at the prompt or schema."""
     from otel_stall.core.compare import Conclusion, compare_runs
@@ -538,6 +545,8 @@ def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
             "b": {k: b.attributes.get(k) for k in ("trace_id", "run_span_id", "agent")},
             "conclusion": comparison.conclusion.value,
             "explanation": comparison.explanation,
+            "wasted_a": _wasted_json(comparison.wasted_a),
+            "wasted_b": _wasted_json(comparison.wasted_b),
             **{
                 name: [
                     {
@@ -554,6 +563,13 @@ def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         stdout.write(f"conclusion: {comparison.conclusion.value}\n{comparison.explanation}\n")
+        for name, wasted in (("A", comparison.wasted_a), ("B", comparison.wasted_b)):
+            if wasted is not None:
+                tokens = "not captured" if wasted.tokens is None else wasted.tokens
+                stdout.write(
+                    f"  wasted {name}: {wasted.calls} calls, tokens {tokens}, "
+                    f"{wasted.seconds:.1f} s since the stall began\n"
+                )
         for name, sigs in sections:
             for s in sigs:
                 stdout.write(

@@ -38,6 +38,11 @@ class StallMetrics:
         self._runs = meter.create_counter(
             Names.RUNS, unit="{run}", description="Finished agent runs by verdict."
         )
+        self._wasted_tokens = meter.create_counter(
+            Names.WASTED_TOKENS,
+            unit="{token}",
+            description="Model tokens spent after a stall's onset, by agent.",
+        )
 
     def record_row(self, row: LedgerRow) -> None:
         """Count one tool call."""
@@ -63,8 +68,14 @@ class StallMetrics:
         )
 
     def record_run(self, report: RunReport, context: Context | None = None) -> None:
-        """Count one finished run, in ``context`` (the run span's) if given."""
+        """Count one finished run, in ``context`` (the run span's) if given, and its wasted tokens.
+
+        Tokens only where some were captured: a run without usage adds nothing, not 0.
+        """
         self._runs.add(1, {Stall.VERDICT: report.verdict.value}, context)
+        if report.wasted_tokens is not None:
+            agent = report.attributes.get("agent") or ""
+            self._wasted_tokens.add(report.wasted_tokens, {GenAI.AGENT_NAME: agent}, context)
 
     def record_report(self, report: RunReport) -> None:
         """Count a whole finished run at once: its rows, findings and verdict."""

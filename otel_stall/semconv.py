@@ -39,11 +39,17 @@ class StallAttributes:
     DETECTED: Final = "stall.detected"
     """bool, run span: any rule fired. A real boolean so tail sampling can key on it."""
     SCORE: Final = "stall.score"
-    """double, run span: repeated rows divided by all rows."""
+    """double, run span: (verdict severity 0-3 + share of calls that repeated) / 4."""
     TOOL_CALLS: Final = "stall.tool_calls"
     """int, run span: tool calls in the run."""
     ROUNDS: Final = "stall.rounds"
     """int, run span: rounds in the run."""
+    WASTED_TOKENS: Final = "stall.wasted.tokens"
+    """int, run span: model tokens after the stall's onset; absent when none were captured."""
+    WASTED_CALLS: Final = "stall.wasted.calls"
+    """int, run span: tool and model calls after the stall's onset (first warn or worse)."""
+    WASTED_SECONDS: Final = "stall.wasted.seconds"
+    """double, run span: wall time from the stall's onset to the run's last call's end."""
 
     TOOL_EXEMPT: Final = "stall.tool.exempt"
     """bool, set by a tool on its own span: it repeats by protocol (polling, waiting)."""
@@ -83,6 +89,8 @@ class StallMetricNames:
     """Counter of tool calls by ``gen_ai.tool.name``, ``stall.repeat``, ``stall.new_fact``."""
     RUNS: Final = "stall.runs"
     """Counter of finished runs by ``stall.verdict``."""
+    WASTED_TOKENS: Final = "stall.wasted.tokens"
+    """Counter of model tokens spent after a stall's onset, by ``gen_ai.agent.name``."""
     REPEAT: Final = "stall.repeat"
     """bool metric attribute: the call repeated an earlier full signature."""
 
@@ -122,6 +130,14 @@ class GenAIAttributes:
     """Event attribute of ``gen_ai.tool.message``: the arguments."""
     EVENT_MESSAGE: Final = "message"
     """Event attribute of ``gen_ai.choice``: the result."""
+    USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+    """int: tokens the model call read."""
+    USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+    """int: tokens the model call wrote."""
+    USAGE_PROMPT_TOKENS: Final = "gen_ai.usage.prompt_tokens"
+    """int: input tokens under the older GenAI name, which OpenLLMetry still sets."""
+    USAGE_COMPLETION_TOKENS: Final = "gen_ai.usage.completion_tokens"
+    """int: output tokens under the older GenAI name, which OpenLLMetry still sets."""
 
 
 class GenAIOperation:
@@ -180,6 +196,12 @@ class OpenInferenceAttributes:
     """string: the model on LLM spans."""
     REDACTED: Final = "__REDACTED__"
     """What ``OPENINFERENCE_HIDE_INPUTS/OUTPUTS`` write in place of content: not content."""
+    LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
+    """int: input tokens on LLM spans."""
+    LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
+    """int: output tokens on LLM spans."""
+    LLM_TOKEN_COUNT_TOTAL: Final = "llm.token_count.total"
+    """int: all tokens on LLM spans, where the parts are not given."""
 
 
 class TraceloopAttributes:

@@ -30,6 +30,7 @@ RUN_KEYS = {
     "stall_score",
     "tool_calls",
     "rounds",
+    "wasted",
     "findings",
     "ledger",
 }

@@ -115,7 +115,7 @@ def test_demo_researcher_stops_at_break_and_leaves_no_temp_folder(tmp_path: Path
     rounds = [line for line in out.splitlines() if line.startswith("  round ")]
     assert len(rounds) < 12  # it stopped before its last round
     assert "stall score" in out
-    assert "tool calls repeated an earlier call and its result" in out
+    assert "tool calls repeated (same call, same result)" in out
 
 
 def test_demo_capture_keeps_the_spans(tmp_path: Path) -> None:

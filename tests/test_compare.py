@@ -6,7 +6,13 @@ from collections.abc import Callable
 
 import pytest
 
-from otel_stall.core.compare import Comparison, Conclusion, compare_runs, looping_signatures
+from otel_stall.core.compare import (
+    Comparison,
+    Conclusion,
+    Wasted,
+    compare_runs,
+    looping_signatures,
+)
 from otel_stall.core.detector import detect
 from otel_stall.core.policy import DuplicateMode, StallPolicy
 from otel_stall.core.records import ABSENT, ModelCall, RunReport, ToolCall
@@ -98,3 +104,14 @@ def test_fixtures_compare(trace_events: Events) -> None:
     assert result.conclusion is Conclusion.MODEL
     assert [s.tool for s in result.only_a] == ["search"]
     assert str(result.conclusion) == "model"
+
+
+def test_compare_reports_what_each_loop_cost() -> None:
+    """A run that stalled carries its wasted calls, tokens and seconds; a healthy one None."""
+    looping = [ToolCall("s", {"q": 1}, {"r": 1}, end_ns=n * 10**9) for n in range(1, 7)]
+    healthy = [ToolCall("s", {"q": n}, {"r": n}, end_ns=n * 10**9) for n in range(1, 7)]
+    (a,) = detect(looping)
+    (b,) = detect(healthy)
+    comparison = compare_runs(a, b)
+    assert comparison.wasted_a == Wasted(3, None, 3.0)
+    assert comparison.wasted_b is None

@@ -93,7 +93,10 @@ def selectors(expr: str) -> tuple[list[tuple[str, list[tuple[str, str, str]]]], 
 
 
 def failing_tool_spans() -> list[Any]:
-    """An agent whose tool fails six times in a row: a `failures` finding, action escalate."""
+    """An agent whose tool fails six times in a row: a `failures` finding, action escalate.
+
+    Its model calls report token usage, so the tokens after the escalation are counted.
+    """
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
@@ -103,7 +106,10 @@ def failing_tool_spans() -> list[Any]:
         attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "deployer"},
     ):
         for attempt in range(6):
-            with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}):
+            usage = {"gen_ai.usage.input_tokens": 1200, "gen_ai.usage.output_tokens": 40}
+            with tracer.start_as_current_span(
+                "chat", attributes={"gen_ai.operation.name": "chat", **usage}
+            ):
                 pass
             with tracer.start_as_current_span(
                 "execute_tool deploy",
@@ -177,10 +183,16 @@ def test_promtool_unit_tests_pass() -> None:
     assert "SUCCESS" in result.stdout
 
 
-def test_alert_rules_are_the_documented_three() -> None:
-    """AgentStalled, AgentToolFailureStreak and AgentRepeatRateHigh exist; a break pages."""
+def test_alert_rules_are_the_documented_four() -> None:
+    """The four documented alerts exist (a break pages; loop tokens are counted per hour)."""
     rules = {r["alert"]: r for r in prometheus_rules()}
-    assert set(rules) == {"AgentStalled", "AgentToolFailureStreak", "AgentRepeatRateHigh"}
+    assert set(rules) == {
+        "AgentStalled",
+        "AgentToolFailureStreak",
+        "AgentRepeatRateHigh",
+        "AgentLoopTokensHigh",
+    }
+    assert "stall_wasted_tokens_total[1h]" in rules["AgentLoopTokensHigh"]["expr"]
     assert 'stall_action="break"' in rules["AgentStalled"]["expr"]
     assert "[5m]" in rules["AgentStalled"]["expr"]
     assert rules["AgentStalled"]["labels"]["severity"] == "page"

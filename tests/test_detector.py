@@ -88,7 +88,7 @@ def test_reference_fixture_shapes(
         ("failures", Verdict.ESCALATE),
         ("refused_rounds", Verdict.BREAK),
         ("overloaded", Verdict.OK),
-        ("approval", Verdict.WARN),
+        ("approval", Verdict.OK),
     ],
 )
 def test_fixture_verdicts(trace_events: Events, stem: str, verdict: Verdict) -> None:
@@ -278,7 +278,7 @@ def test_uncaptured_content_is_never_a_repeat(args: Any, result: Any) -> None:
     """Calls whose content was not captured cannot be told apart, so they never repeat."""
     report = run([ToolCall("search", args, result)] * 6)
     assert of_kind(report, Kind.REPEAT) == []
-    assert report.stall_score == 0.0
+    assert stall_score(report.ledger) == 0.0
     assert all(row.repeat_of is None and row.count == 1 for row in report.ledger)
 
 
@@ -361,7 +361,28 @@ def test_refused_duplicate_is_still_reported() -> None:
     """A call refused by the live gate records the same duplicate finding as a replay."""
     report = run([call(), call(status=Status.REFUSED, result=ABSENT)])
     assert kinds(report) == [(Kind.DUPLICATE_CALL, Action.REFUSE)]
-    assert report.verdict is Verdict.WARN
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        pytest.param(call(), id="ran-again"),
+        pytest.param(call(status=Status.REFUSED, result=ABSENT), id="refused"),
+    ],
+)
+def test_a_refusal_is_not_a_stall(second: ToolCall) -> None:
+    """A single duplicate, refused or run again, leaves the verdict ok: refusing is the gate's."""
+    report = run([call(), second])
+    assert of_kind(report, Kind.DUPLICATE_CALL) != []
+    assert report.verdict is Verdict.OK
+
+
+def test_repeats_that_each_bring_a_new_result_are_not_a_stall() -> None:
+    """Ten identical scroll_down calls, each returning a new page, leave the verdict ok."""
+    pages = [call("scroll_down", {"dir": "down"}, {"page": n}) for n in range(10)]
+    report = run(pages)
+    assert of_kind(report, Kind.DUPLICATE_CALL) != []
+    assert report.verdict is Verdict.OK
 
 
 @pytest.mark.parametrize(
@@ -697,11 +718,12 @@ def test_verdict_is_the_most_severe() -> None:
     ],
 )
 def test_stall_score(tools: list[str], score: float) -> None:
-    """Rows repeating an earlier full signature, divided by all rows."""
+    """The repeat share places the score within the verdict's quarter: (severity + share) / 4."""
     events = [call(t) for t in tools]
     report = detect(events, NO_DUP)[0] if events else RunDetector().finish()
-    assert report.stall_score == pytest.approx(score)
     assert stall_score(report.ledger) == pytest.approx(score)
+    assert report.stall_score == pytest.approx((report.verdict.severity + score) / 4)
+    assert report.verdict.severity / 4 <= report.stall_score < (report.verdict.severity + 1) / 4
 
 
 def test_ledger_row_fields() -> None:

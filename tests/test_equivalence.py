@@ -15,6 +15,7 @@ import zstandard
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from otel_stall.core.policy import StallPolicy
 from otel_stall.demo import run_looping_agent, run_progressing_agent
@@ -44,6 +45,61 @@ def _flaky_agent(provider: TracerProvider) -> None:
                 pass
 
 
+def _chat(tracer: Any, tokens: int, error: str | None = None, said: str = "") -> None:
+    """A GenAI model span with token usage (and output ``said``), or failing with ``error``."""
+    attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+    if said:
+        message = {"role": "assistant", "parts": [{"type": "text", "content": said}]}
+        attributes["gen_ai.output.messages"] = json.dumps([message])
+    if error is None:
+        attributes |= {"gen_ai.usage.input_tokens": tokens, "gen_ai.usage.output_tokens": 10}
+    else:
+        attributes["error.type"] = error
+    with tracer.start_as_current_span("chat m", attributes=attributes) as span:
+        if error is not None:
+            span.set_status(StatusCode.ERROR, f"{error}: the request was rejected")
+
+
+def _tool(tracer: Any, tool: str, args: dict[str, Any], result: Any, error: str = "") -> None:
+    """A GenAI tool span with its arguments and result, failing with ``error`` if given."""
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": tool,
+        "gen_ai.tool.call.arguments": json.dumps(args),
+        "gen_ai.tool.call.result": json.dumps(result),
+    }
+    if error:
+        attributes["error.type"] = error
+    with tracer.start_as_current_span(f"execute_tool {tool}", attributes=attributes) as span:
+        if error:
+            span.set_status(StatusCode.ERROR, error)
+
+
+def _agent(tracer: Any, name: str) -> Any:
+    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
+    return tracer.start_as_current_span(f"invoke_agent {name}", attributes=attributes)
+
+
+def issue_19_agents(tracer: Any) -> None:
+    """One run per #19 rule: failure loop, model failure loop, monologue, 2-step cycle; tokens."""
+    with _agent(tracer, "failing"):
+        for attempt in range(4):
+            _chat(tracer, 100 + attempt)
+            _tool(tracer, "run", {"cmd": "make"}, {"line": attempt}, error="BuildError")
+    with _agent(tracer, "overflowing"):
+        _chat(tracer, 500)
+        for _ in range(4):
+            _chat(tracer, 0, error="ContextWindowExceededError")
+    with _agent(tracer, "monologuing"):
+        for _ in range(5):
+            _chat(tracer, 300, said="I am fine, and thank you for asking.")
+    with _agent(tracer, "cycling"):
+        for _ in range(6):
+            _chat(tracer, 200)
+            _tool(tracer, "ls", {"path": "/"}, ["a", "b"])
+            _tool(tracer, "cat", {"path": "/a"}, "same text")
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[ReadableSpan], Path]:
     """Live spans (enriched by the real processor) and the raw capture of the same spans."""
@@ -56,6 +112,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[ReadableSpan], 
     run_looping_agent(tracer, rounds=7)
     run_progressing_agent(tracer)
     _flaky_agent(provider)
+    issue_19_agents(tracer)
     provider.shutdown()
     return list(memory.get_finished_spans()), capture
 
@@ -126,7 +183,11 @@ def test_replay_matches_live(
         assert replayed_events == _live_events(span), span.name
         enriched += bool(expected)
     verdicts = sorted(r.verdict.value for r in result.reports)
-    assert verdicts == ["break", "escalate", "ok"]
+    assert verdicts == ["break", "break", "break", "escalate", "escalate", "escalate", "ok"]
+    kinds = {f.kind.value for r in result.reports for f in r.findings}
+    assert {"failure_loop", "model_failure_loop", "cycle", "monologue"} <= kinds
+    wasted = [r for r in result.reports if r.wasted_tokens]
+    assert len(wasted) >= 2
     assert enriched > 10
 
 

@@ -35,15 +35,31 @@ from otel_stall.otlp.decode import any_value_to_python
 from otel_stall.otlp.encode import enrich_proto_span, proto_to_json
 
 
+def _issue_19_spans() -> list[Any]:
+    """Runs for each of issue #19's rules (failure loops, monologue, cycle), with tokens."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from test_equivalence import issue_19_agents
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    issue_19_agents(provider.get_tracer("issue-19"))
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+@pytest.mark.parametrize("rules", ["repeat", "issue-19"])
 @pytest.mark.parametrize("per_request", [7, 1000], ids=["held", "in-request"])
 def test_gateway_enriches_exactly_like_a_replay(
-    tmp_path: Path, sink: OtlpSink, per_request: int
+    rules: str, per_request: int, tmp_path: Path, sink: OtlpSink
 ) -> None:
     """Every span leaves the gateway with the attributes and events a replay computes.
 
     Held across requests (children first) or decided within one request.
     """
-    spans = agent_spans(loops=2, progresses=2)
+    spans = agent_spans(loops=2, progresses=2) if rules == "repeat" else _issue_19_spans()
     path = tmp_path / "spans.jsonl"
     path.write_text(json.dumps(proto_to_json(encode_spans(spans))) + "\n")
     replayed = replay([str(path)])

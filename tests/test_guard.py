@@ -105,7 +105,7 @@ def test_verdict_and_raise_if_stalled() -> None:
         with pytest.raises(StallDetected) as caught:
             guard.raise_if_stalled()
         verdict, report = guard.verdict()
-    assert seen == [Verdict.OK, Verdict.WARN, Verdict.WARN, Verdict.WARN, Verdict.BREAK]
+    assert seen == [Verdict.OK, Verdict.OK, Verdict.WARN, Verdict.WARN, Verdict.BREAK]
     assert verdict is Verdict.BREAK
     assert report is not None
     assert report.tool_calls == 5
@@ -123,6 +123,8 @@ def test_raise_if_stalled_threshold_is_configurable() -> None:
     with agent.run():
         agent.round(SEARCH)
         pipe.processor.guard.raise_if_stalled(at=Verdict.WARN)
+        agent.round(SEARCH)
+        pipe.processor.guard.raise_if_stalled(at=Verdict.WARN)  # one repeat is not a stall
         agent.round(SEARCH)
         with pytest.raises(StallDetected):
             pipe.processor.guard.raise_if_stalled(at=Verdict.WARN)
@@ -185,3 +187,54 @@ def test_the_guard_module_does_not_import_the_processor() -> None:
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert "otel_stall.live.run_table" in imported  # the check sees the module's imports
     assert "otel_stall.live.processor" not in imported
+
+
+def test_gate_refuses_the_next_try_of_an_escalated_failure_loop() -> None:
+    """After the same call failed the same way 3 times, the gate refuses a 4th try."""
+    pipe = make_pipeline()
+    guard = StallGuard(pipe.processor)
+    agent = Agent(pipe.tracer, GENAI)
+    deploy = Call("deploy", {"env": "prod"}, "connection refused", {"error.type": "ConnectError"})
+    failing = Call(deploy.tool, deploy.args, deploy.result, deploy.attributes, error=True)
+    with agent.run():
+        for _ in range(2):
+            agent.round(failing)
+        assert guard.before_call("deploy", {"env": "prod"}) is None  # two failures: retry
+        agent.round(failing)
+        refusal = guard.before_call("deploy", {"env": "prod"})
+        assert guard.before_call("deploy", {"env": "staging"}) is None
+        verdict = guard.verdict().verdict
+    assert refusal is not None
+    assert refusal.finding.kind is Kind.FAILURE_LOOP
+    assert "failed 3 times in a row" in refusal.message
+    assert verdict is Verdict.ESCALATE
+
+
+@pytest.mark.parametrize(
+    ("calls", "kind"),
+    [
+        pytest.param(
+            [Call("a", {"n": 1}, {"r": 1}), Call("b", {"n": 2}, {"r": 2})] * 5,
+            Kind.CYCLE,
+            id="cycle",
+        ),
+        pytest.param(
+            [Call("run", {"c": 1}, f"line {n}", {"error.type": "E"}, error=True) for n in range(3)],
+            Kind.FAILURE_LOOP,
+            id="failure-loop",
+        ),
+    ],
+)
+def test_raise_if_stalled_names_each_new_kind(calls: list[Call], kind: Kind) -> None:
+    """StallDetected carries the new rule's finding and its guidance for the model."""
+    pipe = make_pipeline()
+    guard = StallGuard(pipe.processor)
+    agent = Agent(pipe.tracer, GENAI)
+    with agent.run():
+        for call in calls:
+            agent.round(call)
+        with pytest.raises(StallDetected) as caught:
+            guard.raise_if_stalled(at=Verdict.WARN)
+    assert caught.value.finding is not None
+    assert caught.value.finding.kind is kind
+    assert str(caught.value) == caught.value.finding.message

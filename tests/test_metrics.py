@@ -89,3 +89,26 @@ def test_exemplars_point_at_the_run_span(nested: bool) -> None:
     assert pipe.findings
     assert exemplars["stall.findings"] == {(run.trace_id, run.span_id)}
     assert exemplars["stall.runs"] == {(run.trace_id, run.span_id)}
+
+
+@pytest.mark.parametrize(
+    ("tokens", "expected"),
+    [
+        pytest.param(
+            100,
+            {("stall.wasted.tokens", frozenset({("gen_ai.agent.name", "bot")})): 330},
+            id="captured",
+        ),
+        pytest.param(None, {}, id="not-captured"),
+    ],
+)
+def test_wasted_tokens_are_counted_by_agent(tokens: int | None, expected: Points) -> None:
+    """Tokens after a stall's onset add to stall.wasted.tokens by agent; uncaptured add nothing."""
+    events: list[ToolCall | ModelCall] = []
+    for _ in range(6):
+        events += [ModelCall(input_tokens=tokens, output_tokens=10 if tokens else None)]
+        events += [ToolCall("s", {"q": 1}, {"r": 1})]
+    (report,) = detect(events)
+    report.attributes["agent"] = "bot"
+    points = _recorded(StallMetrics.record_run, report)
+    assert {k: v for k, v in points.items() if k[0] == "stall.wasted.tokens"} == expected

@@ -45,12 +45,24 @@ SAMPLES: dict[type[Any], tuple[Any, ...]] = {
         20,
         True,
         False,
+        "TimeoutError",
     ),
-    ModelCall: (("trace", 7), "span-2", 1, 2, "gpt"),
+    ModelCall: (
+        ("trace", 7),
+        "span-2",
+        1,
+        2,
+        "gpt",
+        Status.ERROR,
+        "RateLimitError",
+        100,
+        20,
+        "o" * 16,
+    ),
     LedgerRow: dataclasses.astuple(_ROW),
     Finding: dataclasses.astuple(_FINDING),
-    RunReport: ("run", Verdict.WARN, 0.5, 3, 2, (_FINDING,), (_ROW,), {"agent": "a"}),
-    Digests: ("c" * 16, None, "s" * 16, Content.PRESENT, Content.ABSENT),
+    RunReport: ("run", Verdict.WARN, 0.5, 3, 2, (_FINDING,), (_ROW,), {"agent": "a"}, 1, 120, 2.5),
+    Digests: ("c" * 16, None, "s" * 16, Content.PRESENT, Content.ABSENT, ("i" * 16,)),
     Observation: (_ROW, (_FINDING,)),
 }
 """One value per field, in field order, each distinct from its neighbours."""
@@ -166,7 +178,7 @@ def test_absent_is_one_falsy_marker_that_survives_pickling() -> None:
     [
         (ToolCall, (), {}, "ToolCall.__init__() missing 1 required positional argument"),
         (ToolCall, ("a",), {"bogus": 1}, "ToolCall.__init__() got an unexpected keyword"),
-        (ModelCall, (1, 2, 3, 4, 5, 6), {}, "ModelCall.__init__() takes"),
+        (ModelCall, tuple(range(11)), {}, "ModelCall.__init__() takes"),
     ],
 )
 def test_bad_arguments_name_the_record(

@@ -147,9 +147,14 @@ def test_json_keeps_every_run_and_finding_with_a_nullable_preview(golden: Replay
 
 
 def test_the_score_is_explained_with_the_ledger_counts(golden: ReplayResult) -> None:
-    """The researcher's 0.71 is 5 repeats of 7 calls, and the explanation says so."""
-    researcher = next(r for r in golden.reports if r.attributes["agent"] == "researcher")
-    assert score_explanation(researcher).startswith("stall score 0.71: 5 of 7 tool calls")
+    """The score is explained by the run's verdict and its ledger's repeat count."""
+    for report in golden.reports:
+        rows = report.ledger
+        repeats = sum(1 for row in rows if row.repeat_of is not None)
+        text = score_explanation(report)
+        assert text.startswith(f"stall score {report.stall_score:.2f}: ")
+        if rows:
+            assert f"{report.verdict.value}, {repeats} of {len(rows)} tool call" in text
 
 
 def test_the_onset_is_the_first_call_at_warn_or_above(golden: ReplayResult) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
+from otel_stall.conventions import model_content
 from otel_stall.conventions.content import Event, event_value, says_error, without_call_ids
 from otel_stall.conventions.mappings import BUILTIN, SpanConvention
 from otel_stall.core.config import env_field, parse_names, resolve
@@ -414,6 +415,7 @@ class Conventions:
             span.end_ns,
             attrs.get(Stall.TOOL_EXEMPT) is True,
             attrs.get(Stall.TOOL_APPROVAL) is True,
+            model_content.failure(attrs),
         )
 
     def _content(
@@ -448,13 +450,20 @@ class Conventions:
 
     def model_call(self, span: SpanRecord, run_key: RunKey = None) -> ModelCall:
         """The :class:`ModelCall` a model span describes."""
-        model = _first(span.attributes, self._tables.model_keys)
+        attrs = span.attributes
+        model = _first(attrs, self._tables.model_keys)
+        status = self._status(attrs, span.status_code)
+        error = None if status is Status.OK else model_content.failure(attrs, span.status_message)
         return ModelCall(
-            run_key=run_key,
-            span_id=span.span_id,
-            start_ns=span.start_ns,
-            end_ns=span.end_ns,
-            model=None if model is ABSENT else str(model),
+            run_key,
+            span.span_id,
+            span.start_ns,
+            span.end_ns,
+            None if model is ABSENT else str(model),
+            status,
+            error,
+            *model_content.token_usage(attrs),
+            model_content.output_digest(attrs),
         )
 
     def status(self, span: SpanRecord) -> Status:

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 
 from otel_stall.core.records import Kind, LedgerRow, RunKey, RunReport
 
-__all__ = ["Comparison", "Conclusion", "LoopSignature", "compare_runs", "looping_signatures"]
+__all__ = [
+    "Comparison",
+    "Conclusion",
+    "LoopSignature",
+    "Wasted",
+    "compare_runs",
+    "looping_signatures",
+]
 
 
 class Conclusion(str, enum.Enum):
@@ -47,6 +54,23 @@ class LoopSignature:
 
 
 @dataclass(frozen=True, slots=True)
+class Wasted:
+    """What one run's loop cost after its stall began (see :class:`RunReport`)."""
+
+    calls: int
+    tokens: int | None
+    """``None`` when the run's token usage was not captured."""
+    seconds: float
+
+    @classmethod
+    def of(cls, report: RunReport) -> Wasted | None:
+        """The run's wasted cost, or ``None`` for a run that never stalled."""
+        if report.wasted_calls is None:
+            return None
+        return cls(report.wasted_calls, report.wasted_tokens, report.wasted_seconds or 0.0)
+
+
+@dataclass(frozen=True, slots=True)
 class Comparison:
     """The loops two runs share, the loops each has alone, and what that suggests."""
 
@@ -56,6 +80,9 @@ class Comparison:
     only_a: tuple[LoopSignature, ...]
     only_b: tuple[LoopSignature, ...]
     conclusion: Conclusion
+    wasted_a: Wasted | None = None
+    """What run A's loop cost; ``None`` when A never stalled."""
+    wasted_b: Wasted | None = None
 
     @property
     def explanation(self) -> str:
@@ -77,13 +104,13 @@ class Comparison:
 def looping_signatures(report: RunReport, min_count: int = 3) -> dict[str, int]:
     """Signatures that loop in ``report``, with how many times each occurred.
 
-    A signature loops when a ``repeat`` finding names it, or when it occurs at
+    A signature loops when a ``repeat`` or ``cycle`` finding names it, or when it occurs at
     least ``min_count`` times in the ledger, back to back or not. Calls whose
     content was not captured never repeat in the ledger, so they never loop:
     two runs without content capture do not "share" a loop.
     """
     counts = _counts(report.ledger)
-    repeats = {f.signature for f in report.findings if f.kind is Kind.REPEAT}
+    repeats = {f.signature for f in report.findings if f.kind in _LOOP_KINDS}
     return {s: n for s, n in counts.items() if n >= min_count or s in repeats}
 
 
@@ -111,7 +138,12 @@ def compare_runs(a: RunReport, b: RunReport, min_count: int = 3) -> Comparison:
         conclusion = Conclusion.MODEL
     else:
         conclusion = Conclusion.NO_LOOP
-    return Comparison(a.run_key, b.run_key, shared, only_a, only_b, conclusion)
+    return Comparison(
+        a.run_key, b.run_key, shared, only_a, only_b, conclusion, Wasted.of(a), Wasted.of(b)
+    )
+
+
+_LOOP_KINDS = frozenset({Kind.REPEAT, Kind.CYCLE})
 
 
 def _counts(ledger: tuple[LedgerRow, ...]) -> dict[str, int]:

@@ -102,6 +102,8 @@ _KNOWN: Final = (Content.PRESENT, Content.EMPTY)
 """What :attr:`Content.known` accepts: content that has a digest to compare."""
 _CONTINUE: Final = Action.CONTINUE
 _RUN_MODE: Final = DuplicateMode.RUN
+_REFUSE: Final = Action.REFUSE
+_WARN_SEVERITY: Final = ACTION_SEVERITY[Action.WARN]
 
 
 @dataclass(slots=True)
@@ -201,11 +203,44 @@ class RunDetector:
     # no_new_facts and refused_rounds
     _fingerprints: dict[str, None] = field(default_factory=dict, init=False)
     """Result digests seen (a dict, not a set: it is forgotten oldest first)."""
+    _items: dict[str, None] = field(default_factory=dict, init=False)
+    """Digests of list items seen in results (item novelty), forgotten as the results are."""
     _no_new_facts: _Streak = field(default_factory=_Streak, init=False)
     _refused: _Streak = field(default_factory=_Streak, init=False)
     # failures
     _failing: dict[str, _Streak] = field(default_factory=dict, init=False)
     """Tool -> its current failure streak."""
+    # failure_loop: the same call failing the same way in a row
+    _failed_call: str | None = field(default=None, init=False)
+    """Call signature and error of the current failure loop's calls."""
+    _failed_error: str | None = field(default=None, init=False)
+    _failure_loop: _Streak = field(default_factory=_Streak, init=False)
+    # model_failure_loop
+    _model_error: str | None = field(default=None, init=False)
+    _model_failing: _Streak = field(default_factory=_Streak, init=False)
+    _model_overloads: int = field(default=0, init=False)
+    """Overloaded model calls so far: the first ``overloaded_allowance`` are retries, not a loop."""
+    # monologue: the model saying the same thing with no new fact between
+    _said: str | None = field(default=None, init=False)
+    _monologue: _Streak = field(default_factory=_Streak, init=False)
+    _monologue_fired: Action = field(default=_CONTINUE, init=False)
+    # cycle: O(max_cycle_length) per run
+    _ring: deque[str | None] = field(init=False)
+    """The last ``max_cycle_length`` signatures (``None``: a call that cannot be compared)."""
+    _cycle_runs: list[int] = field(init=False)
+    """Index k: how many calls in a row matched the signature k calls before."""
+    _cycle_fired: list[Action] = field(init=False)
+    """Index k: the most severe finding of the current period-k cycle."""
+    _cycling: bool = field(default=False, init=False)
+    """Whether any of ``_cycle_runs`` is above 0."""
+    # wasted cost: from the first finding at warn or above to the run's end
+    _onset_ns: int | None = field(default=None, init=False)
+    _wasted_calls: int = field(default=0, init=False)
+    _wasted_tokens: int | None = field(default=None, init=False)
+    _end_ns: int = field(default=0, init=False)
+    """The latest end of any call so far: the run's end, for the wasted time."""
+    _now_ns: int = field(default=0, init=False)
+    """When the event being fed happened: a stall that starts with it starts then."""
     # budgets
     _budget_calls: int = field(default=0, init=False)
     _overloaded_exempted: int = field(default=0, init=False)
@@ -223,21 +258,45 @@ class RunDetector:
     def __post_init__(self) -> None:
         self._rows = deque(maxlen=self.keep)
         self._findings = deque(maxlen=self.keep)
+        length = self.policy.max_cycle_length
+        self._ring = deque([None] * length, maxlen=length)
+        self._cycle_runs = [0] * (length + 1)
+        self._cycle_fired = [_CONTINUE] * (length + 1)
 
     # -- feeding -------------------------------------------------------------
 
     def feed(self, event: Event) -> tuple[Finding, ...]:
         """Feed any event; return the findings it fired."""
         if isinstance(event, ModelCall):
-            return self.model_call(event)
+            return self.model_call(event) + self.model_ended(event)
         return self.tool_call(event).findings
 
     def model_call(self, call: ModelCall | None = None) -> tuple[Finding, ...]:
-        """A model call closes the current round and opens the next."""
+        """A model call, as it starts, closes the current round and opens the next.
+
+        Its outcome is known only when it ends: :meth:`model_ended`.
+        """
+        if call is not None:
+            self._now_ns = call.start_ns
         findings = self._close_round()
         self._model_driven = True
         findings += self._open_round()
         if findings:  # most model calls fire nothing
+            self._record(findings)
+        return findings
+
+    def model_ended(self, call: ModelCall) -> tuple[Finding, ...]:
+        """A model call's outcome: its failure (model failure loop) and tokens (wasted cost).
+
+        Fed when the call ends, in the order calls end, after :meth:`model_call`.
+        """
+        self._count_model_call(call)
+        findings: tuple[Finding, ...] = ()
+        if call.status is not _OK or self._model_failing.count:
+            findings = self._model_failure_loop(call)
+        if call.output is not None:
+            findings += self._monologue_rule(call, call.output)
+        if findings:
             self._record(findings)
         return findings
 
@@ -261,10 +320,31 @@ class RunDetector:
         same = self._same_call_in_a_row(digests.call_signature)
         new_fact = self._novelty(call.status, digests, exempt or approval)
 
+        # The run's clock and, after a stall's onset, one more wasted call: inline, as
+        # every call pays for it (a method call costs more than these lines).
+        end = self._now_ns = call.end_ns
+        if end > self._end_ns:  # noqa: PLR1730 - a compare is cheaper than max()
+            self._end_ns = end
+        if self._onset_ns is not None:
+            self._wasted_calls += 1
+        if new_fact and self._monologue.count:
+            self._monologue.reset()  # a new fact between two messages: not a monologue
         state = self._repeat(call, signature, seq, consecutive, exempt, findings)
+        if call.status is not _REFUSED:  # a refusal is the gate's act: not part of a cycle
+            # An exempt or approval tool's result is always new: it ends any cycle.
+            looped = None if exempt or approval else signature
+            if looped is None or repeat_of is None:  # cannot continue a cycle: the common case
+                self._ring.append(looped)
+                if self._cycling:
+                    self._end_cycles()
+            else:
+                state = self._cycle_periods(call, looped, seq, state, findings)
+                self._ring.append(looped)
         if not (exempt or approval):
             self._duplicate(call, digests, seq, same, findings)
         self._failures(call, digests, seq, findings)
+        if call.status is _ERROR or self._failure_loop.count:
+            self._failure_loop_rule(call, digests, seq, findings)
         self._budget(call, digests, seq, current, findings)
 
         row = LedgerRow(
@@ -293,9 +373,10 @@ class RunDetector:
         approval: bool = False,
         digests: Digests | None = None,
     ) -> Finding | None:
-        """The live gate: a refusal if running ``tool(arguments)`` now would be a duplicate.
+        """The live gate: a refusal if running ``tool(arguments)`` now would repeat in vain.
 
-        Does not change any state; the call is recorded when its span ends
+        That is a duplicate, or the next try of a call whose failure loop
+        escalated. Does not change any state; the call is recorded when its span ends
         (with status ``refused`` if the caller followed the refusal, which then
         records the same finding). ``digests`` may come from :func:`gate_digests`
         beforehand, outside any lock; ``exempt`` and ``approval`` are then ignored.
@@ -308,6 +389,10 @@ class RunDetector:
         seq = self._calls + 1
         number = self._round.number if self._round else self._rounds + 1
         call_signature = digests.call_signature
+        if self._failure_loop.count:
+            refusal = self._failure_loop_refusal(tool, call_signature, seq, number)
+            if refusal is not None:
+                return refusal
         if policy.duplicate_mode is DuplicateMode.RUN:
             first_seq = self._executed.get(call_signature)
             if first_seq is None:
@@ -330,8 +415,20 @@ class RunDetector:
 
     @property
     def verdict(self) -> Verdict:
-        """The most severe action so far (``refuse`` counts as ``warn``)."""
+        """The most severe action among the stall evidence so far (refusals are not evidence)."""
         return Verdict.of(self._worst)
+
+    @property
+    def stall_score(self) -> float:
+        """The verdict's quarter of [0, 1), placed in it by the share of repeated calls.
+
+        ``(severity + repeats / calls) / 4`` with severity 0 (ok) to 3 (break):
+        the score orders runs as their verdicts do, so a ``break`` never scores
+        below a ``warn``, and within one verdict a run that repeated more scores higher.
+        """
+        calls = self._calls
+        share = self._repeats / calls if calls else 0.0
+        return (self.verdict.severity + share) / 4
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -359,16 +456,20 @@ class RunDetector:
         return self._rounds
 
     def report(self) -> RunReport:
-        """A snapshot of the run: verdict, stall score, findings and ledger."""
-        calls = self._calls
+        """A snapshot of the run: verdict, stall score, findings, ledger and wasted cost."""
+        onset = self._onset_ns
         return RunReport(
             self.run_key,
             self.verdict,
-            self._repeats / calls if calls else 0.0,
-            calls,
+            self.stall_score,
+            self._calls,
             self._rounds,
             self.findings,
             tuple(self._rows),
+            {},
+            None if onset is None else self._wasted_calls,
+            None if onset is None else self._wasted_tokens,
+            None if onset is None else max(0, self._end_ns - onset) / 1e9,
         )
 
     # -- a tool call's facts ---------------------------------------------------
@@ -405,6 +506,7 @@ class RunDetector:
         self._first_seen = _newest(self._first_seen, memory)
         self._executed = _newest(self._executed, memory)
         self._fingerprints = _newest(self._fingerprints, memory)
+        self._items = _newest(self._items, memory)
         first_seen, executed = self._first_seen, self._executed
         self._occurrences = {k: v for k, v in self._occurrences.items() if k in first_seen}
         self._executions = {k: v for k, v in self._executions.items() if k in executed}
@@ -454,7 +556,18 @@ class RunDetector:
         if fingerprint in self._fingerprints:
             return False
         self._fingerprints[fingerprint] = None
-        return True
+        items = digests.items
+        return True if not items else self._new_item(items)
+
+    def _new_item(self, items: tuple[str, ...]) -> bool:
+        """Item novelty: a list result is new only if it holds an item not seen in the run.
+
+        Every item is remembered, so a later page that only overlaps is no news.
+        """
+        seen = self._items
+        before = len(seen)
+        seen.update(dict.fromkeys(items))  # in C: no Python loop over the items
+        return len(seen) > before
 
     # -- call-level rules: each adds its findings to ``findings`` --------------
 
@@ -560,6 +673,202 @@ class RunDetector:
                 messages.failures(call.tool, streak.count, streak.first_seq),
             )
         )
+
+    def _failure_loop_rule(
+        self, call: ToolCall, digests: Digests, seq: int, findings: list[Finding]
+    ) -> None:
+        """The same call failing the same way ``failure_loop_at`` times in a row escalates.
+
+        "The same way": the same error class where the source names one, else the
+        same result (the error's text). A call whose arguments or error are unknown
+        cannot be told apart from another, so it ends the loop (leans to continue).
+        """
+        streak = self._failure_loop
+        error = call.error or digests.result_digest
+        if call.status is not _ERROR or error is None or digests.arguments not in _KNOWN:
+            if call.status is _REFUSED:
+                self._failure_loop_refused(call, digests.call_signature, seq, findings)
+            else:
+                streak.reset()
+            return
+        if streak.count and (digests.call_signature, error) != (
+            self._failed_call,
+            self._failed_error,
+        ):
+            streak.reset()
+        self._failed_call, self._failed_error = digests.call_signature, error
+        if streak.bump(seq) != self.policy.failure_loop_at:
+            return
+        findings.append(
+            Finding(
+                Kind.FAILURE_LOOP,
+                Action.ESCALATE,
+                call.tool,
+                digests.call_signature,
+                streak.count,
+                streak.first_seq,
+                seq,
+                self._round_number(),
+                messages.failure_loop(call.tool, streak.count, streak.first_seq),
+            )
+        )
+
+    def _failure_loop_refused(
+        self, call: ToolCall, call_signature: str, seq: int, findings: list[Finding]
+    ) -> None:
+        """A call the gate refused as the failure loop's next try: the gate's finding, again."""
+        refusal = self._failure_loop_refusal(call.tool, call_signature, seq, self._round_number())
+        if refusal is not None:
+            findings.append(refusal)
+
+    def _failure_loop_refusal(
+        self, tool: str, call_signature: str, seq: int, number: int
+    ) -> Finding | None:
+        """A refusal of ``call_signature`` if it is the call of an escalated failure loop."""
+        streak = self._failure_loop
+        if streak.count < self.policy.failure_loop_at or call_signature != self._failed_call:
+            return None
+        return Finding(
+            Kind.FAILURE_LOOP,
+            Action.REFUSE,
+            tool,
+            call_signature,
+            streak.count,
+            streak.first_seq,
+            seq,
+            number,
+            messages.failure_loop_refused(tool, streak.count, streak.first_seq),
+        )
+
+    def _monologue_rule(self, call: ModelCall, said: str) -> tuple[Finding, ...]:
+        """The same assistant message again and again, with no new fact between.
+
+        ``warn_at`` times warns, ``break_at`` times breaks, as repeats do. Only
+        the normalised message's hash is compared; a tool call that brought a
+        new fact starts the count again.
+        """
+        streak = self._monologue
+        if not streak.count or said != self._said:
+            streak.reset()
+            self._said, self._monologue_fired = said, _CONTINUE
+        count = streak.bump(self._calls)
+        action = self._repeat_state("", count)
+        if ACTION_SEVERITY[action] <= ACTION_SEVERITY[self._monologue_fired]:
+            return ()
+        self._monologue_fired = action
+        model = call.model or "the model"
+        finding = Finding(
+            Kind.MONOLOGUE,
+            action,
+            model,
+            said,
+            count,
+            streak.first_seq,
+            self._calls,
+            self._round_number(),
+            messages.monologue(count, action),
+        )
+        return (finding,)
+
+    def _model_failure_loop(self, call: ModelCall) -> tuple[Finding, ...]:
+        """The model failing the same way ``failure_loop_at`` times in a row escalates.
+
+        The first ``overloaded_allowance`` overloaded model calls of a run are
+        retries, not a loop: they neither count nor end the streak. A failure
+        without a class or message cannot be compared: it ends the streak.
+        """
+        streak = self._model_failing
+        if call.status is _OK or call.status is _REFUSED:
+            streak.reset()
+            return ()
+        if call.status is _OVERLOADED and self._model_overloads < self.policy.overloaded_allowance:
+            self._model_overloads += 1
+            return ()
+        error = call.error
+        if error is None or (streak.count and error != self._model_error):
+            streak.reset()
+            if error is None:
+                return ()
+        self._model_error = error
+        if streak.bump(self._calls) != self.policy.failure_loop_at:
+            return ()
+        model = call.model or "the model"
+        finding = Finding(
+            Kind.MODEL_FAILURE_LOOP,
+            Action.ESCALATE,
+            model,
+            "",
+            streak.count,
+            streak.first_seq,
+            self._calls,
+            self._round_number(),
+            messages.model_failure_loop(model, streak.count),
+        )
+        return (finding,)
+
+    def _end_cycles(self) -> None:
+        """Every count of calls matching those k back restarts."""
+        self._cycling = False
+        runs, fired = self._cycle_runs, self._cycle_fired
+        for k in range(len(runs)):
+            runs[k] = 0
+            fired[k] = _CONTINUE
+
+    def _cycle_periods(
+        self, call: ToolCall, signature: str, seq: int, state: Action, findings: list[Finding]
+    ) -> Action:
+        """Cycles: a sequence of 2 to ``max_cycle_length`` signatures repeating back to back.
+
+        For each k, counts the calls in a row equal to the call k before (the
+        ring holds the last calls; this one is not in it yet), and fires at full
+        periods. Only a repeated signature gets here. Returns the row's state.
+        """
+        ring, runs, fired = self._ring, self._cycle_runs, self._cycle_fired
+        size = len(ring)
+        policy = self.policy
+        cycling = False
+        for k in range(2, size + 1):
+            if ring[-k] != signature:
+                runs[k] = 0
+                fired[k] = _CONTINUE
+                continue
+            cycling = True
+            matched = runs[k] = runs[k] + 1
+            if matched < (policy.cycle_warn_at - 1) * k or not _primitive(ring, k, signature):
+                continue
+            periods = matched // k + 1
+            action = Action.BREAK if periods >= policy.cycle_break_at else Action.WARN
+            state = action if ACTION_SEVERITY[action] > ACTION_SEVERITY[state] else state
+            if ACTION_SEVERITY[action] > ACTION_SEVERITY[fired[k]]:
+                fired[k] = action
+                first_seq = seq - matched - k + 1
+                message = messages.cycle(k, periods, first_seq, action)
+                findings.append(
+                    Finding(
+                        Kind.CYCLE,
+                        action,
+                        call.tool,
+                        signature,
+                        periods,
+                        first_seq,
+                        seq,
+                        self._round_number(),
+                        message,
+                    )
+                )
+        self._cycling = cycling
+        return state
+
+    def _count_model_call(self, call: ModelCall) -> None:
+        """The run's clock and, after a stall's onset, a wasted call and its tokens."""
+        self._now_ns = call.end_ns
+        self._end_ns = max(self._end_ns, call.end_ns)
+        if self._onset_ns is None:
+            return
+        self._wasted_calls += 1
+        tokens = call.input_tokens, call.output_tokens
+        if tokens != (None, None):
+            self._wasted_tokens = (self._wasted_tokens or 0) + sum(t or 0 for t in tokens)
 
     def _budget(
         self,
@@ -683,12 +992,19 @@ class RunDetector:
         return self._round.number if self._round else self._rounds
 
     def _record(self, findings: Sequence[Finding]) -> None:
-        """Keep the findings, numbered, and the latest of each action; track the worst action."""
+        """Keep the findings, numbered, and the latest of each action; track the worst action.
+
+        A refusal (``duplicate_call``, a failure loop's gate) is what the gate did, not
+        evidence of a stall: it stays out of the verdict.
+        """
         for finding in findings:
             self._findings.append(finding)
             self._fired += 1
             self._latest[finding.action] = (self._fired, finding)
-        self._worst = _worst(self._worst, findings)
+            if finding.action is not _REFUSE:
+                self._worst = _worst(self._worst, (finding,))
+        if self._onset_ns is None and ACTION_SEVERITY[self._worst] >= _WARN_SEVERITY:
+            self._onset_ns = self._now_ns
 
 
 def gate_digests(
@@ -764,6 +1080,19 @@ def _worst(action: Action, findings: Iterable[Finding]) -> Action:
     return action
 
 
+def _primitive(ring: deque[str | None], k: int, signature: str) -> bool:
+    """Whether the last k signatures (the newest not stored yet) repeat no shorter period.
+
+    A period-4 match of A B A B is the 2-cycle's, and k identical calls are the
+    repeat rule's: one loop is reported once.
+    """
+    block = [ring[i - k] for i in range(1, k)] + [signature]
+    for d in range(1, k):
+        if k % d == 0 and all(block[i] == block[i - d] for i in range(d, k)):
+            return False
+    return True
+
+
 def _newest(entries: dict[str, Any], count: int) -> dict[str, Any]:
     """The ``count`` most recently inserted entries (a new dict when some are dropped)."""
     excess = len(entries) - count
@@ -773,7 +1102,11 @@ def _newest(entries: dict[str, Any], count: int) -> dict[str, Any]:
 
 
 def stall_score(rows: Iterable[LedgerRow]) -> float:
-    """Rows that repeat an earlier full signature, divided by all rows (0.0 for none)."""
+    """Rows that repeat an earlier full signature, divided by all rows (0.0 for none).
+
+    The repeat share only: :attr:`RunDetector.stall_score` places it within the
+    verdict's quarter of [0, 1), so that the score agrees with the verdict.
+    """
     total = repeats = 0
     for row in rows:
         total += 1

@@ -71,3 +71,54 @@ def call_budget(limit: int) -> str:
 def round_budget(limit: int) -> str:
     """The round limit was reached."""
     return f"The limit of {limit} rounds is reached. Write the answer from what you have."
+
+
+def failure_loop(tool: str, count: int, first_seq: int) -> str:
+    """The same call failing the same way several times in a row."""
+    return (
+        f"`{tool}` failed {count} times in a row with the same arguments and the same error "
+        f"(since step {first_seq}). Retrying it unchanged will fail again: change the "
+        "arguments or the approach, or report the failure."
+    )
+
+
+def failure_loop_refused(tool: str, count: int, first_seq: int) -> str:
+    """The gate refuses the next try of a call that keeps failing the same way."""
+    return (
+        f"Refused: `{tool}` with these arguments failed {count} times in a row with the same "
+        f"error (since step {first_seq}); it would fail again. Change the arguments or the "
+        "approach, or report the failure."
+    )
+
+
+def model_failure_loop(model: str, count: int) -> str:
+    """Model calls failing the same way several times in a row."""
+    return (
+        f"The model call ({model}) failed {count} times in a row with the same error. "
+        "Retrying unchanged will fail again: shorten the context, wait, or stop and report it."
+    )
+
+
+def cycle(length: int, periods: int, first_seq: int, action: Action) -> str:
+    """A sequence of calls repeating back to back with the same results."""
+    head = (
+        f"Stall: the same {length} calls have run {periods} times over in the same order, "
+        f"with the same results each time (since step {first_seq})."
+    )
+    if action is Action.BREAK:
+        return head + " The loop is stopped: write your answer from what you have gathered."
+    return (
+        head + " Those results are already in the conversation: use them, or take a "
+        "different approach. You may re-plan once."
+    )
+
+
+def monologue(count: int, action: Action) -> str:
+    """The model repeating the same message with nothing new between."""
+    head = (
+        f"Stall: you have written the same message {count} times in a row, and nothing new "
+        "came in between."
+    )
+    if action is Action.BREAK:
+        return head + " The loop is stopped: give your final answer now."
+    return head + " Repeating it will not change the outcome: take a different step or finish."

@@ -94,6 +94,20 @@ class StallPolicy:
     failure_streak: int | None = env_field(
         None, "FAILURE_STREAK", parse_optional_int, "a whole number"
     )
+    failure_loop_at: int = env_field(3, "FAILURE_LOOP_AT", parse_int, "a whole number such as 3")
+    """The same call, or the model, failing the same way this many times in a row escalates."""
+    cycle_warn_at: int = env_field(3, "CYCLE_WARN_AT", parse_int, "a whole number such as 3")
+    """Full periods of a cycle of 2 to ``max_cycle_length`` calls that warn."""
+    cycle_break_at: int = env_field(
+        5, "CYCLE_BREAK_AT", parse_int, "a whole number at or above CYCLE_WARN_AT"
+    )
+    """Full periods of a cycle that break the loop."""
+    max_cycle_length: int = env_field(
+        5, "MAX_CYCLE_LENGTH", parse_int, "a whole number from 1 (off) to 20"
+    )
+    """The longest cycle looked for; 1 leaves cycles to the repeat rule. Memory is O(this)."""
+    item_novelty: bool = env_field(True, "ITEM_NOVELTY", parse_bool, "true or false")
+    """A list result is new only if it holds an item not seen before in the run."""
     duplicate_mode: DuplicateMode = env_field(
         DuplicateMode.RUN, "DUPLICATE_MODE", _parse_mode, "run, consecutive or off"
     )
@@ -146,7 +160,7 @@ class StallPolicy:
         set_(self, "volatile_keys", parse_volatile_keys(self.volatile_keys))
         self._validate()
         normaliser = Normaliser(self.volatile_keys, self.scrub_values, native=self.native)
-        set_(self, "signer", Signer(normaliser))
+        set_(self, "signer", Signer(normaliser, self.item_novelty))
 
     def _validate(self) -> None:
         check(self.warn_at >= 1, "warn_at", "must be at least 1 (try 3)")
@@ -161,6 +175,14 @@ class StallPolicy:
                 "tool_thresholds",
                 f"{tool}={warn}:{brk} needs 1 <= WARN <= BREAK, e.g. {tool}=3:5",
             )
+        check(self.failure_loop_at >= 1, "failure_loop_at", "must be at least 1 (try 3)")
+        check(self.cycle_warn_at >= 2, "cycle_warn_at", "must be at least 2 (try 3)")
+        check(
+            self.cycle_break_at >= self.cycle_warn_at,
+            "cycle_break_at",
+            f"must be at least cycle_warn_at ({self.cycle_warn_at})",
+        )
+        check(1 <= self.max_cycle_length <= 20, "max_cycle_length", "must be 1 (off) to 20")
         for name in ("no_progress_limit", "duplicate_consecutive_limit"):
             check(getattr(self, name) >= 1, name, "must be at least 1 (the default is 5 or 3)")
         for name in ("no_new_facts_rounds", "refused_rounds", "failure_streak"):

@@ -67,6 +67,14 @@ class Kind(str, enum.Enum):
     REFUSED_ROUNDS = "refused_rounds"
     FAILURES = "failures"
     BUDGET = "budget"
+    FAILURE_LOOP = "failure_loop"
+    """The same call failing the same way several times in a row."""
+    MODEL_FAILURE_LOOP = "model_failure_loop"
+    """Model calls failing the same way several times in a row."""
+    CYCLE = "cycle"
+    """A sequence of 2 to ``max_cycle_length`` calls repeating back to back."""
+    MONOLOGUE = "monologue"
+    """The model saying the same thing again and again, with no new fact between."""
 
     def __str__(self) -> str:
         return self.value
@@ -158,6 +166,8 @@ class ToolCall:
     """The tool repeats by design (polling, wait-for-subagent): no repeat or duplicate checks."""
     approval: bool = False
     """The tool has side effects that an admin approves: every result counts as new."""
+    error: str | None = None
+    """The failure's class (``error.type``) where the source names one: failure loops compare it."""
 
 
 @dataclass(slots=True)
@@ -169,6 +179,14 @@ class ModelCall:
     start_ns: int = 0
     end_ns: int = 0
     model: str | None = None
+    status: Status = Status.OK
+    error: str | None = None
+    """The failure's class or message: model failure loops compare it."""
+    input_tokens: int | None = None
+    """Tokens the call read, where captured (``None``: not captured, which is not 0)."""
+    output_tokens: int | None = None
+    output: str | None = None
+    """A hash of the normalised assistant text, where output content was captured."""
 
 
 Event = ToolCall | ModelCall
@@ -230,6 +248,13 @@ class RunReport:
     """Every row, or the newest the detector keeps; ``tool_calls`` counts them all."""
     attributes: dict[str, Any] = field(default_factory=dict)
     """Free-form context from the edge (trace id, agent name); the detector ignores it."""
+    wasted_calls: int | None = None
+    """Tool and model calls after the stall's onset (its first finding at ``warn`` or above);
+    ``None`` for a run that never stalled."""
+    wasted_tokens: int | None = None
+    """Model tokens (input and output) after the onset; ``None`` when none were captured."""
+    wasted_seconds: float | None = None
+    """Wall time from the onset to the run's last call's end; ``None`` without a stall."""
 
     @property
     def detected(self) -> bool:

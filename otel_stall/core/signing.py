@@ -65,8 +65,12 @@ DEFAULT_VOLATILE_KEYS: Final[tuple[str, ...]] = (
     "trace_id",
     "span_id",
     "nonce",
+    "tool_call_id",
 )
-"""Keys dropped at any depth before hashing: they differ on every call by design."""
+"""Keys dropped at any depth before hashing: they differ on every call by design.
+
+``tool_call_id``: LangChain wraps every tool result in a message that carries
+the model's call id, which made each result of a looping call look new."""
 
 MAX_DEPTH: Final = 256
 """Deeper values are not fingerprinted: they count as unknown, never as a loop.
@@ -115,6 +119,8 @@ class Digests:
     signature: str
     arguments: Content
     result: Content
+    items: tuple[str, ...] | None = None
+    """Digests of a list result's items (see :func:`item_digests`); ``None``: not a list."""
 
     @property
     def comparable(self) -> bool:
@@ -461,6 +467,38 @@ def _result_digest(blob: bytes | None, content: Content) -> tuple[str | None, Co
     return (None if blob is None else _hash(blob)), content
 
 
+ITEM_KEYS: Final = (b'"items":[', b'"results":[', b'"hits":[', b'"documents":[')
+"""Where a result object holds its list: the list is its items (canonical JSON spelling)."""
+_ITEM_NAMES: Final = tuple(k[1:-3].decode() for k in ITEM_KEYS)
+
+
+def item_digests(blob: bytes | None) -> tuple[str, ...] | None:
+    """The digests of a list result's items, from its canonical bytes.
+
+    A list is the result itself (a JSON array) or the value of the first of
+    :data:`ITEM_KEYS` that the object holds. Each item is hashed as its own
+    canonical bytes: the same normalisation as the result. ``None`` for any
+    other result. The canonical bytes are sorted, so an item re-serialised
+    without sorting again is its canonical form.
+    """
+    if not blob:
+        return None
+    first = blob[:1]
+    if first == b"{":
+        if not any(k in blob for k in ITEM_KEYS):  # most objects: no parse
+            return None
+        found = orjson.loads(blob)
+        value = next((found[k] for k in _ITEM_NAMES if type(found.get(k)) is list), None)
+    elif first == b"[":
+        value = orjson.loads(blob)
+    else:
+        return None
+    if type(value) is not list:
+        return None
+    dumps = orjson.dumps
+    return tuple(_hash(dumps(item)) for item in value)
+
+
 def _status_text(status: Status | str) -> str:
     """What a status signs as: a :class:`Status` or text as it is, anything else as ``str()``."""
     if type(status) is str or isinstance(status, Status):
@@ -484,10 +522,14 @@ class Signer:
     """
 
     normaliser: Normaliser = field(default_factory=Normaliser)
+    items: bool = True
+    """Work out a list result's :attr:`Digests.items` (the ``item_novelty`` rule reads them)."""
     _calls: dict[tuple[str, bytes], tuple[str, Content]] = field(
         init=False, repr=False, compare=False
     )
-    _results: dict[bytes, tuple[str | None, Content]] = field(init=False, repr=False, compare=False)
+    _results: dict[bytes, tuple[str | None, Content, tuple[str, ...] | None]] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_calls", {})
@@ -496,11 +538,13 @@ class Signer:
     def sign(self, tool: str, arguments: Any, result: Any, status: Status | str) -> Digests:
         """Hash (tool, arguments), the result, and (tool, arguments, result, status)."""
         call_signature, args_content = self._call_signature(tool, arguments)
-        result_digest, result_content = self._result_digest(result)
+        result_digest, result_content, items = self._result_digest(result)
         part = result_content.value if result_digest is None else result_digest
         # Concatenation reads a str enum's own text ("ok"), whatever its __format__.
         signature = _hash((call_signature + "\x1f" + part + "\x1f" + _status_text(status)).encode())
-        return Digests(call_signature, result_digest, signature, args_content, result_content)
+        return Digests(
+            call_signature, result_digest, signature, args_content, result_content, items
+        )
 
     def _call_signature(self, tool: str, arguments: Any) -> tuple[str, Content]:
         """The call signature; for text, remembered by a hash of the text."""
@@ -514,17 +558,25 @@ class Signer:
             _remember(self._calls, (tool, key), cached)
         return cached
 
-    def _result_digest(self, result: Any) -> tuple[str | None, Content]:
-        """The result digest; for text, remembered by a hash of the text."""
+    def _result_digest(self, result: Any) -> tuple[str | None, Content, tuple[str, ...] | None]:
+        """The result digest and item digests; for text, remembered by a hash of the text."""
         normaliser = self.normaliser
         if type(result) is not str:
-            return _result_digest(*normaliser.canonical(result))
+            return self._result_digests(*normaliser.canonical(result))
         key, utf8 = _text_key(result)
         cached = self._results.get(key)
         if cached is None:
-            cached = _result_digest(*normaliser.canonical_text(result, utf8))
+            cached = self._result_digests(*normaliser.canonical_text(result, utf8))
             _remember(self._results, key, cached)
         return cached
+
+    def _result_digests(
+        self, blob: bytes | None, content: Content
+    ) -> tuple[str | None, Content, tuple[str, ...] | None]:
+        digest, content = _result_digest(blob, content)
+        if not self.items or content is not Content.PRESENT:
+            return digest, content, None
+        return digest, content, item_digests(blob)
 
 
 def digest(value: Any, normaliser: Normaliser | None = None) -> str | None:

@@ -52,14 +52,24 @@ def tool_span_attributes(row: LedgerRow) -> dict[str, AttributeValue]:
 
 
 def run_span_attributes(report: RunReport) -> dict[str, AttributeValue]:
-    """What a run span (agent span, or the trace's root) carries when the run ends."""
-    return {
+    """What a run span (agent span, or the trace's root) carries when the run ends.
+
+    The wasted cost only for a run that stalled, and tokens only where captured.
+    """
+    attrs: dict[str, AttributeValue] = {
         Stall.VERDICT: _VERDICT_TEXT[report.verdict],
         Stall.DETECTED: report.detected,
         Stall.SCORE: float(report.stall_score),
         Stall.TOOL_CALLS: report.tool_calls,
         Stall.ROUNDS: report.rounds,
     }
+    if report.wasted_calls is not None:
+        attrs[Stall.WASTED_CALLS] = report.wasted_calls
+    if report.wasted_seconds is not None:
+        attrs[Stall.WASTED_SECONDS] = float(report.wasted_seconds)
+    if report.wasted_tokens is not None:
+        attrs[Stall.WASTED_TOKENS] = report.wasted_tokens
+    return attrs
 
 
 def finding_event_attributes(finding: Finding) -> dict[str, AttributeValue]:

@@ -80,6 +80,8 @@ class Entry:
     """Its bytes may hold ``stall.*`` (enriched upstream): enrichment must look before adding."""
     scope: Any = None
     """The ``ScopeSpans`` holding the span while it is in its request (to re-encode if enriched)."""
+    outcome: Any = None
+    """A model span's outcome and usage (attributes, status code and message): no payloads."""
 
 
 @dataclass(slots=True)

@@ -55,7 +55,7 @@ from otel_stall.gateway.buffer import (
     TraceBuffer,
 )
 from otel_stall.gateway.config import GatewayConfig
-from otel_stall.gateway.detect import AGENT_NAME, MARK, Detector, Outcome
+from otel_stall.gateway.detect import AGENT_NAME, MARK, Detector, Outcome, model_outcome
 from otel_stall.gateway.prometheus import LABEL_LIMIT, render, truncate
 from otel_stall.gateway.telemetry import GatewayMetrics
 from otel_stall.gateway.upstream import Sender, Upstream, make_sender
@@ -522,7 +522,9 @@ def _enter(
         group.entries.append(Entry(ROOT, span_id, b"", start, end, span, marked, where[1]))
     elif kind == MODEL:
         start, end = span.start_time_unix_nano, span.end_time_unix_nano
-        group.entries.append(Entry(MODEL, span_id, parent, start, end))
+        group.entries.append(
+            Entry(MODEL, span_id, parent, start, end, None, outcome=model_outcome(span))
+        )
     else:
         group.entries.append(Entry(kind, span_id, parent, 0, 0, span, marked, where[1]))
         group.cuts.append(where)

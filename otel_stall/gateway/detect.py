@@ -25,7 +25,13 @@ from typing import Any, Final
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from otel_stall.conventions import Conventions, Role, SpanRecord, is_role_span_name
+from otel_stall.conventions import (
+    Conventions,
+    Role,
+    SpanRecord,
+    is_role_span_name,
+    model_content,
+)
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.stall_attributes import SpanEvent
 from otel_stall.gateway.buffer import AGENT, FULL, MODEL, ROOT, TOOL, Entry, Held, Ready
@@ -36,7 +42,12 @@ from otel_stall.otlp.decode import (
     record_from_proto_span,
 )
 from otel_stall.otlp.encode import enrich_proto_span, python_to_any_value
-from otel_stall.semconv import GenAIAttributes, GenAIOperation, StallEventAttributes
+from otel_stall.semconv import (
+    GenAIAttributes,
+    GenAIOperation,
+    OpenInferenceAttributes,
+    StallEventAttributes,
+)
 
 __all__ = [
     "AGENT_NAME",
@@ -55,6 +66,9 @@ ANCESTRY_BUDGET: Final = 250_000
 MAX_HOPS: Final = 10_000
 """The analysis stops a walk after this many hops (``offline.analysis``)."""
 _EVENT: Final = StallEventAttributes.EVENT_NAME
+_MODEL_NAME_KEYS: Final = frozenset(
+    {GenAIAttributes.REQUEST_MODEL, OpenInferenceAttributes.LLM_MODEL_NAME}
+)
 _KINDS: Final = {Role.TOOL: TOOL, Role.MODEL: MODEL, Role.AGENT: AGENT}
 _PRIORITY: Final = (GenAIAttributes.OPERATION_NAME,)
 _ATTRIBUTE_FIELD: Final = b"\x4a"
@@ -229,8 +243,17 @@ class Detector:
         for index, entry in enumerate(ready.entries):
             if entry.kind in (MODEL, ROOT):
                 parent = entry.parent.hex() if entry.parent else None
+                attrs, code, message = entry.outcome or ({}, 0, "")
                 bare = SpanRecord(
-                    trace_id, entry.span_id.hex(), parent, "", entry.start_ns, entry.end_ns, {}
+                    trace_id,
+                    entry.span_id.hex(),
+                    parent,
+                    "",
+                    entry.start_ns,
+                    entry.end_ns,
+                    attrs,
+                    code,
+                    message,
                 )
                 analyzer.add(bare, Role.MODEL if entry.kind == MODEL else Role.OTHER)
                 continue
@@ -346,3 +369,21 @@ def _depth(
         hops = min(hops + 1, MAX_HOPS)
         memo[node] = hops
     return hops
+
+
+def model_outcome(span: Any) -> tuple[dict[str, Any], int, str]:
+    """What detection reads of a model span it forwards: outcome and usage, no payloads.
+
+    The span itself is not kept (it goes on at once); these few values are.
+    """
+    keys = model_content.OUTCOME_KEYS | _MODEL_NAME_KEYS
+    attrs = {kv.key: any_value_to_python(kv.value) for kv in span.attributes if kv.key in keys}
+    output = {
+        kv.key: any_value_to_python(kv.value)
+        for kv in span.attributes
+        if kv.key.startswith(model_content.OUTPUT_KEY_PREFIXES)
+    }
+    said = model_content.output_digest(output) if output else None
+    if said is not None:
+        attrs[model_content.OUTPUT_DIGEST_KEY] = said
+    return attrs, span.status.code, span.status.message

@@ -33,7 +33,8 @@ class Refusal:
     message: str
     """Guidance written for the model: the earlier result is already in the conversation."""
     finding: Finding
-    """The ``duplicate_call`` finding behind the refusal."""
+    """The finding behind the refusal: ``duplicate_call``, or ``failure_loop`` for the next
+    try of a call that keeps failing the same way."""
 
     def __str__(self) -> str:
         return self.message

@@ -105,6 +105,8 @@ class ProcessorStats:
     """Open spans dropped from the ancestry map by the ``max_tracked_spans`` bound."""
     errors: int
     """Internal errors caught (the processor failed open)."""
+    bytes_held: int = 0
+    """Estimated bytes of the tracked runs and spans, bounded by ``max_state_bytes``."""
 
 
 class StallSpanProcessor(SpanProcessor):
@@ -165,6 +167,8 @@ class StallSpanProcessor(SpanProcessor):
             max_spans=settings.max_tracked_spans,
             clock=clock or time.monotonic,
             on_evict=self._finish_evicted,
+            max_bytes=settings.max_state_bytes,
+            call_cap=_call_cap(settings, self.policy),
         )
         self._error_lock = threading.Lock()
         self._errors = 0
@@ -207,7 +211,7 @@ class StallSpanProcessor(SpanProcessor):
 
     def stats(self) -> ProcessorStats:
         """Counts of tracked state, finished and evicted runs, and caught errors."""
-        active, tracked, finished, evicted, forgotten = self._table.counts()
+        active, tracked, finished, evicted, forgotten, held = self._table.counts()
         with self._error_lock:
             errors = self._errors
         return ProcessorStats(
@@ -217,6 +221,7 @@ class StallSpanProcessor(SpanProcessor):
             evicted_runs=evicted,
             forgotten_spans=forgotten,
             errors=errors,
+            bytes_held=held,
         )
 
     def evict_expired(self) -> int:
@@ -328,7 +333,7 @@ class StallSpanProcessor(SpanProcessor):
         self._enabled = False
         try:
             for run in self._table.clear():
-                self._finish_evicted(run)
+                self._finish_early(run)  # spans ending from now on are forwarded untouched
         except Exception as exc:
             self.report_error("shutdown", exc, surface=False)
         first: Exception | None = None
@@ -457,9 +462,11 @@ class StallSpanProcessor(SpanProcessor):
                 return self._tool(span, ctx, attributes, node)
             self._nested_tool(span, attributes, node)  # the outer call again: only its failure
             return {}
-        if role is Role.MODEL and node.role is not Role.MODEL and not node.in_model:
-            # Classified only at its end: open its round now, at its start time.
-            self._model(span, node.run, ctx.trace_id)
+        if role is Role.MODEL and not node.in_model:  # a nested model span is the same call
+            if node.role is not Role.MODEL:
+                # Classified only at its end: open its round now, at its start time.
+                self._model(span, node.run, ctx.trace_id)
+            self._model_ended(span, node.run, ctx.trace_id, attributes)
         return {}
 
     def _nested_tool(self, span: ReadableSpan, attributes: dict[str, Any], node: Node) -> None:
@@ -490,6 +497,7 @@ class StallSpanProcessor(SpanProcessor):
             if run.closed:
                 return {}
             observation = self._detector(run).tool_call(call, digests)
+            run.calls += 1
             if observation.findings:
                 self._fired(run, observation.findings, call.end_ns)
         self._metrics.record_row(observation.row)
@@ -508,10 +516,28 @@ class StallSpanProcessor(SpanProcessor):
             if run.closed:
                 return
             findings = self._detector(run).model_call(call)
+            run.calls += 1
             if findings:
                 self._fired(run, findings, when)
         if findings:
             self._deliver(findings, run, when)
+
+    def _model_ended(
+        self, span: ReadableSpan, run: Run | None, trace_id: int, attributes: dict[str, Any]
+    ) -> None:
+        """A model call's outcome, once it ended: failure loops and wasted tokens read it."""
+        run = self._table.use(run, trace_id, span.parent)
+        if run is None:
+            return
+        call = self.conventions.model_call(span_record(span, attributes), run.run_key)
+        with run.lock:
+            if run.closed:
+                return
+            findings = self._detector(run).model_ended(call)
+            if findings:
+                self._fired(run, findings, call.end_ns)
+        if findings:
+            self._deliver(findings, run, call.end_ns)
 
     def _run_ended(self, span: ReadableSpan, run: Run, extra: dict[str, Any]) -> RunEvents:
         """Close the run whose run span this is, if it was used; ``extra`` gets its attributes.
@@ -558,12 +584,26 @@ class StallSpanProcessor(SpanProcessor):
     # -- detection -----------------------------------------------------------
 
     def _finish_evicted(self, run: Run) -> None:
-        """Finish a run whose span did not end in time; its events go on the open span."""
+        """Finish a run whose span did not end in time, then let go of all of it.
+
+        The table no longer knows the run span, so no copy of it will carry the
+        run's report: its attributes and the findings waiting for the copy go on
+        the span itself while it is open (it may never end: then they go nowhere).
+        """
+        span = run.span
+        report = self._finish_early(run)
+        if span is not None and report is not None:
+            _leave_on_span(span, run, report)
+        run.release()
+
+    def _finish_early(self, run: Run) -> RunReport | None:
+        """Finish a run before its span ended; its new events go on the open span."""
         span = run.span
         now = span.end_time if span is not None and span.end_time else time.time_ns()
-        _, new = self._close(run, span, now)
+        report, new = self._close(run, span, now)
         if new:
             self._deliver(new, run, now)
+        return report
 
     def _close(
         self, run: Run, span: ReadableSpan | None, when: int
@@ -669,6 +709,27 @@ def _resolved(settings: ProcessorSettings | None, explicit: dict[str, Any]) -> P
         )
         settings = replace(settings, event_signal="span")
     return settings
+
+
+def _leave_on_span(span: Span, run: Run, report: RunReport) -> None:
+    """An evicted run's report and waiting findings, on its open run span (as a copy has them)."""
+    if not span.is_recording():
+        return
+    with run.lock:
+        pending = list(run.pending or ())
+    span.set_attributes(run_span_attributes(report))
+    for when, finding in pending:
+        attributes = finding_event_attributes(finding)
+        span.add_event(StallEventAttributes.EVENT_NAME, attributes, timestamp=when)
+
+
+def _call_cap(settings: ProcessorSettings, policy: StallPolicy) -> int | None:
+    """Calls past which a run's memory stops growing: its report and remembered calls are full.
+
+    The rules forget every ``max_remembered_calls`` calls, so they hold up to twice that.
+    """
+    memory = policy.max_remembered_calls
+    return None if memory is None else max(settings.run_report_size, 2 * memory)
 
 
 def _run_context(run: Run) -> Context:

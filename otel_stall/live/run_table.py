@@ -16,6 +16,7 @@ the lock is released, and finishing it is the processor's business.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any, Final
@@ -34,12 +35,25 @@ ENDED_ROOTS: Final = 4096
 their trace (or open a trace run in place of their agent's)."""
 PENDING_FINDINGS: Final = 128
 """Findings a run keeps for its span's copy when they could not go on the open span."""
+RUN_BYTES: Final = 4096
+"""Estimated bytes of a registered run with one call: its ``Run``, detector, first row and
+signatures (measured with ``tracemalloc``: about 3.7 KB)."""
+CALL_BYTES: Final = 512
+"""Estimated bytes each further call adds to its run until the run's bounds hold it
+(measured: about 0.5 KB a new call while its rows and remembered calls grow)."""
+SPAN_BYTES: Final = 512
+"""Estimated bytes of one tracked span or trace root entry: an agent span's (its nodes and
+unused ``Run``) is about 0.55 KB, a tool span's about 0.25 KB, a plain span's less."""
 
 
 class Run:
     """One run's live state: its detector, its run span and bookkeeping."""
 
     __slots__ = (
+        "_span",
+        "calls",
+        "charged",
+        "charged_calls",
         "closed",
         "context",
         "detector",
@@ -52,7 +66,6 @@ class Run:
         "registered",
         "report",
         "run_key",
-        "span",
         "span_id",
         "trace_id",
     )
@@ -67,8 +80,8 @@ class Run:
             None if span_id is None else format(span_id, "016x"),
         )
         """The same run key :class:`otel_stall.offline.analysis.TraceAnalyzer` uses."""
+        self._span: weakref.ref[Span] | None = None
         self.span = span
-        """The live run span (agent span or trace root) while it is open, if seen here."""
         self.context = None if span is None else span.get_span_context()
         """The run span's context, if seen here: what log-based events are correlated with."""
         self.lock = threading.Lock()
@@ -86,6 +99,38 @@ class Run:
         self.pending_dropped = 0
         """Findings that did not fit in ``pending``: counted as dropped events on the copy."""
         self.report: RunReport | None = None
+        self.calls = 0
+        """Calls fed to its detector (counted under the run lock): they estimate its bytes."""
+        self.charged = 0
+        """The bytes this run is counted for in its table's total; set under the table lock."""
+        self.charged_calls = 0
+        """The calls ``charged`` covers: beyond them the run is charged again (table lock)."""
+
+    @property
+    def span(self) -> Span | None:
+        """The live run span (agent span or trace root) while it is open, if seen here.
+
+        Held weakly: a span its application dropped without ending it can never end,
+        and must not be kept alive here (some 3 KB each, with a few attributes).
+        """
+        ref = self._span
+        return None if ref is None else ref()
+
+    @span.setter
+    def span(self, span: Span | None) -> None:
+        self._span = None if span is None else weakref.ref(span)
+
+    def release(self) -> None:
+        """Drop what a finished, evicted run holds: nothing of it outlives its eviction.
+
+        A span of the run that is still open may keep this object; it is then a few
+        hundred bytes, with no detector, report, pending findings or span.
+        """
+        with self.lock:
+            self.detector = None
+            self.report = None
+            self.pending = None
+            self.span = None
 
     def keep_pending(self, when: int, finding: Finding) -> None:
         """Under the run lock: keep a finding for the run span's copy (the newest fit)."""
@@ -157,8 +202,14 @@ class Node:
 class RunTable:
     """The open runs (LRU order), the ancestry of open spans and the trace roots.
 
-    ``on_evict`` is called outside the lock, once for each run the TTL or the
-    ``max_runs`` bound removed, so the owner can finish its detector.
+    ``on_evict`` is called outside the lock, once for each run the TTL, the
+    ``max_runs`` bound or the byte bound removed, so the owner can finish its
+    detector. An evicted run leaves no entry behind: its agent span's entry and
+    its trace root's go with it (the ids are remembered a while, as ended ones).
+
+    ``max_bytes`` bounds the estimated bytes of the whole state: spans and roots
+    get at most a quarter of it (their entries are small and alike), runs the rest
+    (a run's bytes grow with its calls, up to ``call_cap`` calls; ``None``: no cap).
     """
 
     def __init__(
@@ -169,10 +220,15 @@ class RunTable:
         max_spans: int,
         clock: Callable[[], float],
         on_evict: Callable[[Run], None],
+        max_bytes: int = 1 << 62,
+        call_cap: int | None = None,
     ) -> None:
         self.max_runs = max_runs
         self.ttl = ttl
-        self.max_spans = max_spans
+        self.max_bytes = max_bytes
+        self.max_spans = max(1, min(max_spans, max_bytes // (4 * SPAN_BYTES)))
+        """The span count bound, and the spans' quarter of the byte bound, in entries."""
+        self.call_cap = call_cap
         self.clock = clock
         self.on_evict = on_evict
         self.lock = threading.Lock()
@@ -180,9 +236,10 @@ class RunTable:
         """Registered runs by key, least recently used first."""
         self.spans: dict[int, Node] = {}
         """Tracked open spans by span id."""
-        self.roots: dict[int, Span | Run] = {}
-        """Open trace roots by trace id: the root span, or its trace run once created (an
-        agent root's own run: every span of its trace is inside it)."""
+        self.roots: dict[int, weakref.ref[Span] | Run] = {}
+        """Open trace roots by trace id: the root span (held weakly, as a run's span is), or
+        its trace run once created (an agent root's own run: every span of its trace is
+        inside it)."""
         self.ended: OrderedDict[int, None] = OrderedDict()
         """Trace ids of recently ended roots (oldest first), bounded by ``ENDED_ROOTS``."""
         self.ended_agents: OrderedDict[int, None] = OrderedDict()
@@ -190,6 +247,8 @@ class RunTable:
         self.finished = 0
         self.evicted = 0
         self.forgotten = 0
+        self.run_bytes = 0
+        """The estimated bytes of the registered runs: the sum of their ``charged``."""
 
     # -- counts --------------------------------------------------------------
 
@@ -198,8 +257,8 @@ class RunTable:
         """Runs currently registered."""
         return len(self.runs)
 
-    def counts(self) -> tuple[int, int, int, int, int]:
-        """One consistent snapshot: active runs, tracked spans, finished, evicted, forgotten."""
+    def counts(self) -> tuple[int, int, int, int, int, int]:
+        """One snapshot: active runs, tracked spans, finished, evicted, forgotten, bytes held."""
         with self.lock:
             return (
                 len(self.runs),
@@ -207,7 +266,29 @@ class RunTable:
                 self.finished,
                 self.evicted,
                 self.forgotten,
+                self._bytes(),
             )
+
+    def _bytes(self) -> int:
+        """Under the lock: the estimated bytes of every run, span and root entry."""
+        return self.run_bytes + (len(self.spans) + len(self.roots)) * SPAN_BYTES
+
+    def _charge(self, run: Run) -> None:
+        """Under the lock: count a registered run for its estimated bytes, a little ahead.
+
+        It is charged for four or a quarter more calls than it has made, whichever
+        is more, so a busy run takes the lock again only every so many calls; past
+        ``call_cap`` its memory no longer grows, and neither does its charge.
+        """
+        if run.calls < run.charged_calls:
+            return
+        cap = self.call_cap
+        ahead = max(run.calls + 4, run.calls * 5 // 4)
+        calls = ahead if cap is None else min(ahead, cap)
+        bytes_now = RUN_BYTES + CALL_BYTES * max(0, calls - 1)
+        self.run_bytes += bytes_now - run.charged
+        run.charged = bytes_now
+        run.charged_calls = ahead if cap is None or ahead < cap else 1 << 62
 
     # -- ancestry ------------------------------------------------------------
 
@@ -286,7 +367,7 @@ class RunTable:
         if ctx is None:
             return
         roots = self.roots
-        roots[ctx.trace_id] = span
+        roots[ctx.trace_id] = weakref.ref(span)
         if len(roots) + len(self.spans) > self.max_spans:
             self._forget_oldest(roots)
 
@@ -298,7 +379,8 @@ class RunTable:
         run, as in the batch analysis, instead of to a trace run of its own that the
         root's end would never finish.
         """
-        if self.roots.get(trace_id) is run.span:
+        root = self.roots.get(trace_id)
+        if isinstance(root, weakref.ref) and root() is run.span:
             self.roots[trace_id] = run
 
     def track(self, span_id: int, node: Node) -> None:
@@ -367,8 +449,14 @@ class RunTable:
                 return None
             found = self.roots.get(trace_id)
             run = found if isinstance(found, Run) else self.runs.get((trace_id, None))
-        if run is not None and run.registered and not run.evicted and now - run.last < TOUCH:
-            return run  # touched within the last second: the LRU order is still right
+        if (
+            run is not None
+            and run.registered
+            and not run.evicted
+            and now - run.last < TOUCH
+            and run.calls < run.charged_calls
+        ):
+            return run  # touched within the last second and charged: nothing to update
         evicted: list[Run] = []
         with self.lock:
             runs = self.runs
@@ -384,8 +472,13 @@ class RunTable:
                 runs[run.key] = run
                 run.registered = True
             run.last = now
+            self._charge(run)
             first = next(iter(runs.values()))
-            if len(runs) > self.max_runs or now - first.last > self.ttl:
+            if (
+                len(runs) > self.max_runs
+                or now - first.last > self.ttl
+                or self._bytes() > self.max_bytes
+            ):
                 evicted = self._pop_evictable(now)
         for old in evicted:
             self.on_evict(old)
@@ -407,6 +500,7 @@ class RunTable:
         with self.lock:
             if run.registered and self.runs.get(run.key) is run:
                 del self.runs[run.key]
+                self.run_bytes -= run.charged
                 self.finished += 1
             run.evicted = True
         return True
@@ -444,6 +538,7 @@ class RunTable:
     def _empty(self) -> None:
         """Clear every table, under the lock or alone (in a forked child)."""
         self.runs.clear()
+        self.run_bytes = 0
         self.spans.clear()
         self.roots.clear()
         self.ended.clear()
@@ -455,32 +550,58 @@ class RunTable:
         root = roots.get(trace_id)
         if isinstance(root, Run):
             return root
+        span = None if root is None else root()  # None too if dropped without ending
         run = self.runs.get((trace_id, None))
         if run is None:
             if root is None and trace_id in self.ended:
                 return None  # a span that ended after its trace's root: as after eviction
-            run = Run(trace_id, None, root)
-        elif run.span is None and root is not None:
-            run.span = root  # created by a remote-parented span before this root started
-            run.context = root.get_span_context()
+            run = Run(trace_id, None, span)
+        elif run.span is None and span is not None:
+            run.span = span  # created by a remote-parented span before this root started
+            run.context = span.get_span_context()
         if root is not None:
             roots[trace_id] = run
         return run
 
     def _pop_evictable(self, now: float) -> list[Run]:
-        """Under the lock: pop runs over the count bound or idle past the TTL."""
+        """Under the lock: pop runs over the count or byte bound or idle past the TTL."""
         runs = self.runs
         out: list[Run] = []
         deadline = now - self.ttl
         while runs:
             first = next(iter(runs.values()))
-            if len(runs) <= self.max_runs and first.last >= deadline:
+            if (
+                len(runs) <= self.max_runs
+                and first.last >= deadline
+                and self._bytes() <= self.max_bytes
+            ):
                 break
             runs.popitem(last=False)
             first.evicted = True
+            self.run_bytes -= first.charged
+            self._drop_entries(first)
             out.append(first)
         self.evicted += len(out)
         return out
+
+    def _drop_entries(self, run: Run) -> None:
+        """Under the lock: forget an evicted run's agent span and trace root entries.
+
+        Their ids are remembered as ended, so that a late span of the run passes
+        through instead of opening a run of its trace (see :meth:`use`). The
+        trace's plain root goes too if its application dropped it unended.
+        """
+        if run.span_id is not None:
+            node = self.spans.get(run.span_id)
+            if node is not None and node.owned is run:
+                del self.spans[run.span_id]
+            _remember(self.ended_agents, run.span_id)
+        root = self.roots.get(run.trace_id)
+        if root is run:
+            del self.roots[run.trace_id]
+            _remember(self.ended, run.trace_id)
+        elif isinstance(root, weakref.ref) and root() is None:
+            del self.roots[run.trace_id]  # a root dropped without ending: it never will
 
 
 def _remember(ended: OrderedDict[int, None], key: int) -> None:
@@ -490,4 +611,14 @@ def _remember(ended: OrderedDict[int, None], key: int) -> None:
         ended.popitem(last=False)
 
 
-__all__ = ["ENDED_ROOTS", "PENDING_FINDINGS", "TOUCH", "Node", "Run", "RunTable"]
+__all__ = [
+    "CALL_BYTES",
+    "ENDED_ROOTS",
+    "PENDING_FINDINGS",
+    "RUN_BYTES",
+    "SPAN_BYTES",
+    "TOUCH",
+    "Node",
+    "Run",
+    "RunTable",
+]

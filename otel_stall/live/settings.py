@@ -16,6 +16,7 @@ OTEL_STALL_REDACT             false       strip raw arguments/results, keep dige
 OTEL_STALL_MAX_RUNS           10000       runs tracked at once (oldest evicted first)
 OTEL_STALL_RUN_TTL_SECONDS    3600        a run idle this long is finished and dropped
 OTEL_STALL_MAX_TRACKED_SPANS  100000      open spans whose ancestry is remembered
+OTEL_STALL_MAX_STATE_BYTES    268435456   estimated bytes of runs and spans held at once
 OTEL_STALL_RUN_REPORT_SIZE    1000        ledger rows and findings a live run's report keeps
 OTEL_STALL_LIVE_EVENTS        true        add ``stall.detected`` to the open run span
 OTEL_STALL_EVENT_SIGNAL       span        ``stall.detected`` as span events, logs, logs/dup
@@ -70,6 +71,16 @@ class ProcessorSettings:
         100_000, "MAX_TRACKED_SPANS", parse_int, "a whole number such as 100000"
     )
     """Open spans whose run ancestry is remembered; the oldest are forgotten beyond it."""
+    max_state_bytes: int = env_field(
+        256 << 20, "MAX_STATE_BYTES", parse_int, "a whole number of bytes such as 268435456"
+    )
+    """Estimated bytes the processor's runs and tracked spans hold at once (256 MiB).
+
+    A count bounds nothing on its own: a run's detector grows with its calls (up
+    to ``run_report_size`` rows and the policy's ``max_remembered_calls``). Beyond
+    this, the least recently active runs are finished early; tracked spans get at
+    most a quarter of it. See ``stats().bytes_held``.
+    """
     run_report_size: int = env_field(
         1000, "RUN_REPORT_SIZE", parse_int, "a whole number such as 1000"
     )
@@ -106,6 +117,11 @@ class ProcessorSettings:
             self.max_tracked_spans >= 1,
             "max_tracked_spans",
             "must be at least 1 (the default is 100000)",
+        )
+        check(
+            self.max_state_bytes >= 1 << 20,
+            "max_state_bytes",
+            "must be at least 1048576 (1 MiB; the default is 268435456)",
         )
         check(
             self.run_report_size >= 1,

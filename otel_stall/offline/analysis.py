@@ -26,7 +26,7 @@ from typing import Any, Final
 from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, looks_agent_like
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import ABSENT, Finding, RunReport, Status, ToolCall
+from otel_stall.core.records import ABSENT, Finding, ModelCall, RunReport, Status, ToolCall
 from otel_stall.core.signing import Digests
 from otel_stall.core.stall_attributes import (
     AttributeValue,
@@ -44,6 +44,8 @@ _TOOL_FIRST: Final = 0
 _MODEL_NEXT: Final = 1
 _WALKING: Final = "\x00walking"
 """Memo mark of a span on the walk under way: meeting it again is a cycle."""
+_MODEL_DONE: Final = 2
+"""A model call's end, ordered among the tool calls' ends: its outcome is known then."""
 _MAX_HOPS: Final = 10_000
 _MAX_NAMES: Final = 64
 """Distinct unrecognised span names kept per trace."""
@@ -73,6 +75,35 @@ class TraceResult:
 _Tool = tuple[ToolCall, Digests, "str | None", "str | None"]
 """A tool span without its payloads: the bare call, its digests, its parent id and the
 agent name it would give a run of its own."""
+_Models = dict[str, tuple[int, "str | None", ModelCall]]
+"""Model spans by id: start time, parent, and the call (its outcome and usage, no payloads)."""
+
+
+def _feed(
+    detector: RunDetector,
+    keys: list[tuple[int, int, str]],
+    tools: dict[str, _Tool],
+    models: _Models,
+    enrich: bool,
+) -> list[tuple[int, Finding]]:
+    """Feed a run's calls in time order; the findings fired, with their times, if ``enrich``.
+
+    The records' own run keys are left as the source gave them: the detector
+    reads the run key from itself, never from the call.
+    """
+    fired: list[tuple[int, Finding]] = []
+    on_tool, on_model, on_model_end = detector.tool_call, detector.model_call, detector.model_ended
+    for time_ns, order, span_id in keys:
+        tool = tools.get(span_id)
+        if tool is not None:
+            findings = on_tool(tool[0], tool[1]).findings
+        elif order == _MODEL_DONE:
+            findings = on_model_end(models[span_id][2])
+        else:
+            findings = on_model(models[span_id][2])
+        if findings and enrich:
+            fired += ((time_ns, f) for f in findings)
+    return fired
 
 
 def _canonical_link(span_id: str, parent: str) -> bytes | None:
@@ -129,8 +160,8 @@ class TraceAnalyzer:
         """Links whose ids are not 16 lower-case hex digits (hand-made records)."""
         # Created on first use: a trace of plain spans then costs little more than its links.
         self._tools: dict[str, _Tool] | None = None
-        self._models: dict[str, tuple[int, str | None]] | None = None
-        """Model spans: start time and parent id."""
+        self._models: _Models | None = None
+        """Model spans: start time, parent id and the model call (no payloads)."""
         self._agents: dict[str, tuple[str | None, int, str | None]] | None = None
         """Agent spans: agent name, end time and parent id."""
         self._previews: dict[str, str] | None = None
@@ -172,10 +203,10 @@ class TraceAnalyzer:
         if role is _TOOL:
             self._keep_tool(span, parent)
         elif role is _MODEL:
-            # The detector reads nothing from a model call but its place in the run.
+            # The detector reads a model call's place, outcome and token counts: no payloads.
             if self._models is None:
                 self._models = {}
-            self._models[span_id] = (span.start_ns, parent)
+            self._models[span_id] = (span.start_ns, parent, self.conventions.model_call(span))
         else:
             if self._agents is None:
                 self._agents = {}
@@ -275,18 +306,19 @@ class TraceAnalyzer:
                     runs[run] = [key]
                 else:
                     found.append(key)
-        for span_id, (start_ns, parent) in models.items():
+        for span_id, (start_ns, parent, model) in models.items():
             run = parent if parent in agents else walk.run_of(parent, False)
             key = (start_ns, _MODEL_NEXT, span_id)
+            done = (model.end_ns, _MODEL_DONE, span_id)
             found = runs.get(run)
             if found is None:
-                runs[run] = [key]
+                runs[run] = [key, done]
             else:
-                found.append(key)
+                found += (key, done)
         for run_span, keys in runs.items():
             keys.sort()
             run_span_id = run_span if run_span is not None else self._root_id
-            self._detect(result, run_span, run_span_id, keys, tools, agents, enrich)
+            self._detect(result, run_span, run_span_id, keys, tools, models, agents, enrich)
         return result
 
     def _content_note(self, keys: list[tuple[int, int, str]]) -> dict[str, object]:
@@ -311,20 +343,12 @@ class TraceAnalyzer:
         run_span_id: str | None,
         keys: list[tuple[int, int, str]],
         tools: dict[str, _Tool],
+        models: _Models,
         agents: dict[str, tuple[str | None, int, str | None]],
         enrich: bool,
     ) -> None:
-        run_key = (self.trace_id, agent_span)
-        detector = RunDetector(self.policy, run_key)
-        fired: list[tuple[int, Finding]] = []
-        on_tool, on_model = detector.tool_call, detector.model_call
-        for time_ns, _, span_id in keys:
-            tool = tools.get(span_id)
-            # The record's own run key is left as the source gave it: the
-            # detector reads the run key from itself, never from the call.
-            findings = on_model() if tool is None else on_tool(tool[0], tool[1]).findings
-            if findings and enrich:
-                fired += ((time_ns, f) for f in findings)
+        detector = RunDetector(self.policy, (self.trace_id, agent_span))
+        fired = _feed(detector, keys, tools, models, enrich)
         agent = agents.get(agent_span) if agent_span is not None else None
         if agent is not None:
             end_ns = agent[1]
@@ -391,6 +415,7 @@ def _payload_free(call: ToolCall) -> ToolCall:
         call.end_ns,
         call.exempt,
         call.approval,
+        call.error,
     )
 
 
@@ -410,7 +435,7 @@ class _Ancestry:
         self,
         analyzer: TraceAnalyzer,
         tools: dict[str, _Tool],
-        models: dict[str, tuple[int, str | None]],
+        models: _Models,
         agents: dict[str, tuple[str | None, int, str | None]],
     ) -> None:
         self.analyzer = analyzer
@@ -423,7 +448,7 @@ class _Ancestry:
 
     def models_and_tool_runs(
         self,
-    ) -> tuple[dict[str, tuple[int, str | None]], dict[str, tuple[str | None, int, str | None]]]:
+    ) -> tuple[_Models, dict[str, tuple[str | None, int, str | None]]]:
         """The model calls that count, and the run spans, agents used as tools included.
 
         A model span inside another model span (a framework's wrapper around
@@ -433,7 +458,7 @@ class _Ancestry:
         processor makes it when the first of them starts.
         """
         models, agents = self.models, dict(self.agents)
-        counted: dict[str, tuple[int, str | None]] = {}
+        counted: _Models = {}
         for span_id, entry in models.items():
             above = self._above_model(entry[1])
             if above is _NESTED:

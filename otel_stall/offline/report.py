@@ -144,6 +144,11 @@ def run_json(report: RunReport, *, redact: bool = False) -> dict[str, Any]:
         "stall_score": report.stall_score,
         "tool_calls": report.tool_calls,
         "rounds": report.rounds,
+        "wasted": {
+            "calls": report.wasted_calls,
+            "tokens": report.wasted_tokens,
+            "seconds": report.wasted_seconds,
+        },
         "findings": [finding_json(f, previews.of(f)) for f in report.findings],
         "ledger": [ledger_json(r) for r in report.ledger],
     }
@@ -244,9 +249,7 @@ def select_runs(result: ReplayResult, options: ReportOptions) -> Selection:
 def summary_facts(result: ReplayResult) -> list[tuple[str, str]]:
     """The summary a people-facing report opens with, as (label, value) lines.
 
-    The place for what a loop cost once the detector reports it (issue #19's
-    ``stall.wasted.*``): one more line here, and the table, Markdown and HTML
-    all show it.
+    The table, Markdown and HTML all show it.
     """
     summary = result.summary()
     verdicts = ", ".join(f"{k} {v}" for k, v in _worst_first(summary["verdicts"]) if v)
@@ -266,12 +269,27 @@ def summary_facts(result: ReplayResult) -> list[tuple[str, str]]:
             f"{_n(result.model_calls, 'model call')}",
         ),
     ]
+    wasted = _total_wasted(result.reports)
+    if wasted is not None:
+        facts.append(("wasted in loops", wasted))
     facts += _blind_spots(result, summary.get("unrecognised_span_names"))
     if result.written is not None:
         facts.append(("written", _n(result.written, "span")))
     if result.exported is not None:
         facts.append(("exported", _n(result.exported, "span")))
     return facts
+
+
+def _total_wasted(reports: Sequence[RunReport]) -> str | None:
+    """What the stalled runs spent after their stalls began; tokens only where captured."""
+    stalled = [r for r in reports if r.wasted_calls is not None]
+    if not stalled:
+        return None
+    calls = sum(r.wasted_calls or 0 for r in stalled)
+    seconds = sum(r.wasted_seconds or 0.0 for r in stalled)
+    counted = [r.wasted_tokens for r in stalled if r.wasted_tokens is not None]
+    tokens = f"{sum(counted):,} tokens" if counted else "tokens not captured"
+    return f"{calls:,} calls, {tokens}, {seconds:.1f} s ({_n(len(stalled), 'stalled run')})"
 
 
 def _blind_spots(
@@ -311,24 +329,25 @@ def run_title(report: RunReport) -> str:
 
 
 def score_explanation(report: RunReport) -> str:
-    """The stall score and, in a few words, what it measures for this run.
+    """The stall score and, in a few words, why it is what it is for this run.
 
-    Today's definition (``core.detector.stall_score``): ledger rows that repeat
-    an earlier call with the same result, over all rows. If the score and the
-    ledger disagree (the definition moved on), the numbers are left out
-    rather than explained wrongly.
+    The definition is ``RunDetector.stall_score``'s: the verdict's quarter of
+    [0, 1), placed in it by the share of tool calls that repeated an earlier call
+    and its result. If the ledger the report kept does not give the same number
+    (a ledger cut short), the counts are left out rather than explained wrongly.
     """
     rows = report.ledger
     repeats = sum(1 for row in rows if row.repeat_of is not None)
     text = f"stall score {report.stall_score:.2f}"
-    if rows and abs(repeats / len(rows) - report.stall_score) < 1e-9:
+    severity = report.verdict.severity
+    if rows and abs((severity + repeats / len(rows)) / 4 - report.stall_score) < 1e-9:
         return (
-            f"{text}: {repeats} of {_n(len(rows), 'tool call')} repeated an earlier call "
-            "and its result"
+            f"{text}: {report.verdict.value}, {repeats} of {_n(len(rows), 'tool call')} "
+            "repeated (same call, same result)"
         )
     if not rows and report.stall_score == 0:
         return f"{text}: no tool calls"
-    return f"{text} (the share of tool calls that brought nothing new)"
+    return f"{text} (the verdict's quarter of [0, 1), placed by the share of repeated calls)"
 
 
 def stall_onset(report: RunReport) -> int | None:
@@ -539,6 +558,8 @@ def _run_block(report: RunReport, options: ReportOptions) -> list[Any]:
         switch = report.attributes.get("content_switch")
         hint = f": turn it on with {switch}" if switch else ""
         parts.append(_line(f"  content not captured, so repeats cannot be seen{hint}"))
+    if report.wasted_calls is not None:
+        parts.append(_line(f"  wasted since the stall began: {_wasted(report)}"))
     parts += [finding_text(line) for line in finding_lines(report, redact=options.redact)]
     if report.ledger:
         parts.append(_ledger_table(report))
@@ -607,6 +628,16 @@ def _ledger_cells(group: LedgerGroup) -> list[Any]:
         row.status.value,
         Text(action, style=_ACTION_STYLE.get(action, "")),
     ]
+
+
+def _wasted(report: RunReport) -> str:
+    """Calls, tokens (when captured) and seconds after the stall's onset, in one line."""
+    tokens = (
+        "tokens not captured"
+        if report.wasted_tokens is None
+        else f"{report.wasted_tokens:,} tokens"
+    )
+    return f"{report.wasted_calls:,} calls, {tokens}, {report.wasted_seconds or 0.0:.1f} s"
 
 
 # -- Markdown --------------------------------------------------------------------------

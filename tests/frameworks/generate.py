@@ -510,10 +510,11 @@ FRAMEWORKS: tuple[Framework, ...] = (
                 expect={
                     "loop": Expect("break", 1, 5, "CrewAI itself stops at the 5th identical call"),
                     "parallel": Expect(
-                        "warn",
+                        "break",
                         1,
                         10,
-                        "CrewAI stops at the 5th identical call: 4 rounds without news",
+                        "CrewAI stops at the 5th identical call: the two searches in turn"
+                        " make 5 full periods of a cycle",
                     ),
                     "loop-nocontent": Expect("ok", 1, 5, "content not captured: must be flagged"),
                 },

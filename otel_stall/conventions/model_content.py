@@ -1,0 +1,150 @@
+"""What a model span says of its outcome: failure class and token usage.
+
+Pure functions from a span's attribute mapping (and status) to the
+:class:`~otel_stall.core.records.ModelCall` fields that the failure-loop and
+wasted-cost rules read. Kept apart from the convention table so that the
+table can change without touching these readings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from xxhash import xxh3_64_hexdigest
+
+from otel_stall.semconv import ErrorAttributes as Err
+from otel_stall.semconv import GenAIAttributes as GenAI
+from otel_stall.semconv import OpenInferenceAttributes as OI
+
+_INPUT_TOKEN_KEYS: Final = (
+    GenAI.USAGE_INPUT_TOKENS,
+    OI.LLM_TOKEN_COUNT_PROMPT,
+    GenAI.USAGE_PROMPT_TOKENS,
+)
+_OUTPUT_TOKEN_KEYS: Final = (
+    GenAI.USAGE_OUTPUT_TOKENS,
+    OI.LLM_TOKEN_COUNT_COMPLETION,
+    GenAI.USAGE_COMPLETION_TOKENS,
+)
+_TOTAL_TOKEN_KEYS: Final = (OI.LLM_TOKEN_COUNT_TOTAL,)
+
+OUTCOME_KEYS: Final = frozenset(
+    {Err.ERROR_TYPE, *_INPUT_TOKEN_KEYS, *_OUTPUT_TOKEN_KEYS, *_TOTAL_TOKEN_KEYS}
+)
+"""What these readings need of a model span beyond its role and model name, whose payloads
+a gateway need not keep: it keeps only these attributes of a model span it forwards."""
+
+
+def _count(value: Any) -> int | None:
+    """A token count from an int, a float or numeric text; ``None`` for anything else."""
+    if type(value) is bool:
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    try:
+        number = int(float(str(value).strip()))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if number >= 0 else None
+
+
+def _first_count(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        value = attrs.get(key)
+        if value is not None:
+            count = _count(value)
+            if count is not None:
+                return count
+    return None
+
+
+def token_usage(attrs: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """``(input, output)`` tokens as captured; ``None`` where not captured (not 0).
+
+    A span with only a total counts it as input, so the sum stays right.
+    """
+    read = _first_count(attrs, _INPUT_TOKEN_KEYS)
+    written = _first_count(attrs, _OUTPUT_TOKEN_KEYS)
+    if read is None and written is None:
+        return _first_count(attrs, _TOTAL_TOKEN_KEYS), None
+    return read, written
+
+
+def failure(attrs: Mapping[str, Any], status_message: str = "") -> str | None:
+    """What makes two failures "the same": ``error.type``, else the status message."""
+    error_type = attrs.get(Err.ERROR_TYPE)
+    if error_type is not None and str(error_type):
+        return str(error_type)
+    return status_message or None
+
+
+OUTPUT_DIGEST_KEY: Final = "otel_stall.output.digest"
+"""Where a gateway keeps :func:`output_digest` of a model span it forwards (not the text)."""
+_OI_OUTPUT_PREFIX: Final = "llm.output_messages."
+_TL_COMPLETION_PREFIX: Final = "gen_ai.completion."
+OUTPUT_KEY_PREFIXES: Final = (GenAI.OUTPUT_MESSAGES, _OI_OUTPUT_PREFIX, _TL_COMPLETION_PREFIX)
+"""Every attribute :func:`output_text` reads starts with one of these."""
+
+
+def _parts_text(message: Any) -> list[str]:
+    """The text of one GenAI message: its ``text`` parts (or a plain ``content``)."""
+    if not isinstance(message, Mapping) or message.get("role", "assistant") != "assistant":
+        return []
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        return [
+            str(p.get("content", ""))
+            for p in parts
+            if isinstance(p, Mapping) and p.get("type") == "text"
+        ]
+    content = message.get("content")
+    return [content] if isinstance(content, str) else []
+
+
+def _genai_text(value: Any) -> list[str] | None:
+    """``gen_ai.output.messages``: JSON text or a decoded list of messages."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, list):
+        return None
+    return [text for message in value for text in _parts_text(message)]
+
+
+def _flattened_text(attrs: Mapping[str, Any], prefix: str, suffixes: tuple[str, ...]) -> list[str]:
+    """Flattened message attributes (OpenInference, OpenLLMetry), in key order."""
+    return [
+        str(value)
+        for key, value in sorted(attrs.items())
+        if key.startswith(prefix) and key.endswith(suffixes) and "role" not in key
+    ]
+
+
+def output_text(attrs: Mapping[str, Any]) -> str | None:
+    """The assistant's text in a model span, where captured; ``None`` without content."""
+    texts = (
+        _genai_text(attrs.get(GenAI.OUTPUT_MESSAGES)) if GenAI.OUTPUT_MESSAGES in attrs else None
+    )
+    if texts is None:
+        texts = _flattened_text(attrs, _OI_OUTPUT_PREFIX, (".message.content", ".text"))
+        texts += _flattened_text(attrs, _TL_COMPLETION_PREFIX, (".content",))
+    text = " ".join(t for t in texts if t)
+    return text or None
+
+
+def output_digest(attrs: Mapping[str, Any]) -> str | None:
+    """A hash of the normalised assistant text (whitespace collapsed, case folded), or ``None``.
+
+    Only the hash is kept: the text itself never leaves the span.
+    """
+    kept = attrs.get(OUTPUT_DIGEST_KEY)
+    if isinstance(kept, str):
+        return kept
+    text = output_text(attrs)
+    if text is None:
+        return None
+    return xxh3_64_hexdigest(" ".join(text.split()).casefold().encode("utf-8", "surrogatepass"))

@@ -1,0 +1,90 @@
+"""Every peer scenario gets the verdict issue #19 expects of it (``expect`` in the manifest).
+
+One parametrised case per run of every fixture in ``tests/peers``: the case id
+names the fixture (and the run), the manifest entry gives the peer's judgement
+and a link to the peer's test. ``warn_or_above`` means the replay's verdict is
+``warn``, ``escalate`` or ``break``; ``ok`` means ``ok``. Where #19's rules
+knowingly differ from the peer, the manifest's ``conflict`` says why, and the
+case asserts #19's ``expect``. Cases that no rule implemented yet can meet are
+strict xfails naming the missing rule: they fail the suite once they pass.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_stall.offline.replay import replay
+from otel_stall.offline.report import run_json
+
+PEERS = Path(__file__).parent / "peers"
+
+_FAILURE_LOOP = "failure loop rule not implemented yet"
+_MODEL_FAILURE_LOOP = "model failure loop rule not implemented yet"
+_CYCLE = "cycle rule not implemented yet"
+_CHANTING = "chanting rule not implemented yet"
+PENDING: dict[str, str] = {
+    "gemini_cli/repeated_chunk": _CHANTING,
+    "gemini_cli/long_pattern": _CHANTING,
+    "gemini_cli/reported_example_stop_writing": _CHANTING,
+    "gemini_cli/reported_example_task_complete": _CHANTING,
+    "gemini_cli/alternating_short_phrases": _CHANTING,
+    "gemini_cli/repeated_thought_process": _CHANTING,
+    "gemini_cli/repetition_outside_code_block": _CHANTING,
+    "gemini_cli/code_blocks_then_looping_text": _CHANTING,
+    # The manifest's conflicts: no #19 rule as written reaches these.
+    "openhands/delegate_stuck[CodeActAgent:275feb65e4dbaccd]": (
+        "#19 does not say whether a parent run takes on its delegate's stall"
+    ),
+    "roo_code/scroll_interspersed": (
+        "no #19 rule as written: the identical ls calls are not back to back"
+    ),
+}
+"""Case id -> why no implemented rule can reach ``expect`` yet (a strict xfail)."""
+
+
+def _cases() -> list[Any]:
+    toml = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    manifest = toml.loads((PEERS / "manifest.toml").read_text("utf-8"))
+    cases = []
+    for scenario in manifest["scenario"]:
+        runs = scenario.get("runs") or [{"run_span_id": None, "expect": scenario["expect"]}]
+        for run in runs:
+            case_id = scenario["id"]
+            if run["run_span_id"] is not None:
+                case_id += f"[{run.get('agent')}:{run['run_span_id']}]"
+            marks = []
+            if case_id in PENDING:
+                marks.append(pytest.mark.xfail(reason=PENDING[case_id], strict=True))
+            cases.append(
+                pytest.param(scenario, run["run_span_id"], run["expect"], id=case_id, marks=marks)
+            )
+    return cases
+
+
+def _verdict(path: Path, run_span_id: str | None) -> str:
+    result = replay(str(path))
+    assert result.errors == []
+    runs = [run_json(r) for r in result.reports]
+    if run_span_id is None:
+        assert len(runs) == 1
+        return str(runs[0]["verdict"])
+    (run,) = [r for r in runs if r["run_span_id"] == run_span_id]
+    return str(run["verdict"])
+
+
+@pytest.mark.parametrize(("scenario", "run_span_id", "expect"), _cases())
+def test_peer_scenario_gets_the_expected_verdict(
+    scenario: dict[str, Any], run_span_id: str | None, expect: str
+) -> None:
+    """A run its peer calls stuck warns or worse; one it calls not stuck stays ok (per expect)."""
+    verdict = _verdict(PEERS / scenario["file"], run_span_id)
+    wanted = {"ok"} if expect == "ok" else {"warn", "escalate", "break"}
+    assert verdict in wanted, (
+        f"{scenario['id']}: {verdict}, expected {expect} "
+        f"(peer: {scenario['judgement']}, {scenario['source']} {scenario['test']})"
+    )
