@@ -73,7 +73,7 @@ NO_DUP = StallPolicy(duplicate_mode=DuplicateMode.OFF)
 def test_reference_fixture_shapes(
     trace_events: Events, stem: str, check: Callable[[float], bool]
 ) -> None:
-    """The three reference shapes give the stall scores reference 000 expects."""
+    """The looping shape scores high, the progress shape zero, the idempotent poll above zero."""
     assert check(run(trace_events(stem)).stall_score)
 
 

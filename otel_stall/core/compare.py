@@ -1,6 +1,6 @@
 """Cross-run comparison: whether two runs of the same task loop on the same call.
 
-Reference 000's "two models" test: run the stalled task again (another model,
+The "two models" test: run the stalled task again (another model,
 another seed) and compare the two ledgers. A loop signature found in both
 runs points at what the runs share, the prompt or the tool schema. A loop in
 only one run points at that run's model. The comparison uses full signatures

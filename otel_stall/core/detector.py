@@ -25,8 +25,9 @@ Deliberate decisions, in rule order:
 - ``repeat`` counts back-to-back identical *full* signatures, and only for
   calls with status ``ok`` whose arguments and result were both captured and
   fingerprinted (:attr:`Digests.comparable`). Failed calls escalate through
-  ``failures`` instead (reference 000), and calls without content cannot be
-  told apart, so they are never repeats (nor do they raise the stall score).
+  ``failures`` instead (a failing tool is escalated, not retried), and calls
+  without content cannot be told apart, so they are never repeats (nor do they
+  raise the stall score).
   Approval tools are still subject to it: the same side effect five times with
   the same answer is a loop.
 - ``duplicate_call`` needs known arguments: two calls whose arguments were not

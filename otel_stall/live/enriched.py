@@ -225,9 +225,8 @@ class EnrichedSpan(ReadableSpan):
     SDK 1.45): the view costs ~2,400 instructions to build and the copy ~30,000;
     the OTLP encoder then reads the view for ~18,000 more than the copy, so the
     view saves ~10,000 per enriched span, about 1% of a tool span's cost in the
-    OTLP/gRPC wiring; where nothing reads the span after (the no-op exporter of
-    ``bench/bench_processor.py``) it saves ~28,000, a fifth of what otel-stall
-    adds to a tool span there.
+    OTLP/gRPC wiring; where nothing reads the span after (a no-op exporter) it
+    saves ~28,000, a fifth of what otel-stall adds to a tool span there.
 
     ``ReadableSpan``'s own methods (``to_json``) and any code that reads its
     private fields get a full copy, made through the public constructor on the
