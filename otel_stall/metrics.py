@@ -92,10 +92,13 @@ class StallMetrics:
         rows: Counter[tuple[str, bool, bool]] = Counter()
         findings: Counter[tuple[str, str, str]] = Counter()
         runs: Counter[str] = Counter()
+        wasted: Counter[str] = Counter()
         for report in reports:
             rows.update((r.tool, r.repeat_of is not None, r.new_fact) for r in report.ledger)
             findings.update((f.kind.value, f.action.value, f.tool) for f in report.findings)
             runs[report.verdict.value] += 1
+            if report.wasted_tokens is not None:  # not captured adds nothing, not 0
+                wasted[report.attributes.get("agent") or ""] += report.wasted_tokens
         for (tool, repeat, new_fact), count in rows.items():
             self._tool_calls.add(
                 count, {GenAI.TOOL_NAME: tool, Names.REPEAT: repeat, Stall.NEW_FACT: new_fact}
@@ -106,3 +109,5 @@ class StallMetrics:
             )
         for verdict, count in runs.items():
             self._runs.add(count, {Stall.VERDICT: verdict})
+        for agent, tokens in wasted.items():
+            self._wasted_tokens.add(tokens, {GenAI.AGENT_NAME: agent})
