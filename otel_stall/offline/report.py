@@ -289,7 +289,7 @@ def _total_wasted(reports: Sequence[RunReport]) -> str | None:
     seconds = sum(r.wasted_seconds or 0.0 for r in stalled)
     counted = [r.wasted_tokens for r in stalled if r.wasted_tokens is not None]
     tokens = f"{sum(counted):,} tokens" if counted else "tokens not captured"
-    return f"{calls:,} calls, {tokens}, {seconds:.1f} s ({_n(len(stalled), 'stalled run')})"
+    return f"{_n(calls, 'call')}, {tokens}, {seconds:.1f} s ({_n(len(stalled), 'stalled run')})"
 
 
 def _blind_spots(
@@ -637,7 +637,7 @@ def _wasted(report: RunReport) -> str:
         if report.wasted_tokens is None
         else f"{report.wasted_tokens:,} tokens"
     )
-    return f"{report.wasted_calls:,} calls, {tokens}, {report.wasted_seconds or 0.0:.1f} s"
+    return f"{_n(report.wasted_calls or 0, 'call')}, {tokens}, {report.wasted_seconds or 0.0:.1f} s"
 
 
 # -- Markdown --------------------------------------------------------------------------
