@@ -480,6 +480,8 @@ def _plain_scope(
 
     Most spans a collector tier sees are here (HTTP, database, queue), so the
     loop does only what a plain span needs: its ids, a parent link, a root's place.
+    Its id checks and group lookup are those of the role-reading loop above,
+    written inline rather than called: this loop is the mixed traffic's hot path.
     """
     for i, span in enumerate(ss.spans):
         trace_id = span.trace_id
