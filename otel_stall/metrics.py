@@ -46,36 +46,17 @@ class StallMetrics:
 
     def record_row(self, row: LedgerRow) -> None:
         """Count one tool call."""
-        self._tool_calls.add(
-            1,
-            {
-                GenAI.TOOL_NAME: row.tool,
-                Names.REPEAT: row.repeat_of is not None,
-                Stall.NEW_FACT: row.new_fact,
-            },
-        )
+        self._tool_calls.add(1, _row_attributes(*_row_key(row)))
 
     def record_finding(self, finding: Finding, context: Context | None = None) -> None:
         """Count one finding, in ``context`` (the run span's) if given, else the current one."""
-        self._findings.add(
-            1,
-            {
-                Event.KIND: finding.kind.value,
-                Event.ACTION: finding.action.value,
-                GenAI.TOOL_NAME: finding.tool,
-            },
-            context,
-        )
+        self._findings.add(1, _finding_attributes(*_finding_key(finding)), context)
 
     def record_run(self, report: RunReport, context: Context | None = None) -> None:
-        """Count one finished run, in ``context`` (the run span's) if given, and its wasted tokens.
-
-        Tokens only where some were captured: a run without usage adds nothing, not 0.
-        """
+        """Count one finished run, in the run span's ``context`` if given, and its wasted tokens."""
         self._runs.add(1, {Stall.VERDICT: report.verdict.value}, context)
-        if report.wasted_tokens is not None:
-            agent = report.attributes.get("agent") or ""
-            self._wasted_tokens.add(report.wasted_tokens, {GenAI.AGENT_NAME: agent}, context)
+        if report.wasted_tokens is not None:  # not captured adds nothing, not 0
+            self._wasted_tokens.add(report.wasted_tokens, _agent_attributes(report), context)
 
     def record_report(self, report: RunReport) -> None:
         """Count a whole finished run at once: its rows, findings and verdict."""
@@ -94,20 +75,44 @@ class StallMetrics:
         runs: Counter[str] = Counter()
         wasted: Counter[str] = Counter()
         for report in reports:
-            rows.update((r.tool, r.repeat_of is not None, r.new_fact) for r in report.ledger)
-            findings.update((f.kind.value, f.action.value, f.tool) for f in report.findings)
+            rows.update(_row_key(row) for row in report.ledger)
+            findings.update(_finding_key(finding) for finding in report.findings)
             runs[report.verdict.value] += 1
-            if report.wasted_tokens is not None:  # not captured adds nothing, not 0
-                wasted[report.attributes.get("agent") or ""] += report.wasted_tokens
-        for (tool, repeat, new_fact), count in rows.items():
-            self._tool_calls.add(
-                count, {GenAI.TOOL_NAME: tool, Names.REPEAT: repeat, Stall.NEW_FACT: new_fact}
-            )
-        for (kind, action, tool), count in findings.items():
-            self._findings.add(
-                count, {Event.KIND: kind, Event.ACTION: action, GenAI.TOOL_NAME: tool}
-            )
+            if report.wasted_tokens is not None:
+                wasted[_agent(report)] += report.wasted_tokens
+        for row_key, count in rows.items():
+            self._tool_calls.add(count, _row_attributes(*row_key))
+        for finding_key, count in findings.items():
+            self._findings.add(count, _finding_attributes(*finding_key))
         for verdict, count in runs.items():
             self._runs.add(count, {Stall.VERDICT: verdict})
         for agent, tokens in wasted.items():
             self._wasted_tokens.add(tokens, {GenAI.AGENT_NAME: agent})
+
+
+# One series key per instrument, shared by the one-by-one and the batched paths, so
+# both count the same series.
+
+
+def _row_key(row: LedgerRow) -> tuple[str, bool, bool]:
+    return row.tool, row.repeat_of is not None, row.new_fact
+
+
+def _row_attributes(tool: str, repeat: bool, new_fact: bool) -> dict[str, str | bool]:
+    return {GenAI.TOOL_NAME: tool, Names.REPEAT: repeat, Stall.NEW_FACT: new_fact}
+
+
+def _finding_key(finding: Finding) -> tuple[str, str, str]:
+    return finding.kind.value, finding.action.value, finding.tool
+
+
+def _finding_attributes(kind: str, action: str, tool: str) -> dict[str, str]:
+    return {Event.KIND: kind, Event.ACTION: action, GenAI.TOOL_NAME: tool}
+
+
+def _agent(report: RunReport) -> str:
+    return str(report.attributes.get("agent") or "")
+
+
+def _agent_attributes(report: RunReport) -> dict[str, str]:
+    return {GenAI.AGENT_NAME: _agent(report)}
