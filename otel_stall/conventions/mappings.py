@@ -106,11 +106,15 @@ GENAI_MESSAGES: Final = SpanConvention(
     result_keys=(GenAI.OUTPUT_MESSAGES,),
     arguments_events=((GenAI.TOOL_MESSAGE_EVENT, GenAI.EVENT_CONTENT),),
     result_events=((GenAI.CHOICE_EVENT, GenAI.EVENT_MESSAGE),),
-    output_events=((GenAI.CHOICE_EVENT, GenAI.EVENT_MESSAGE),),
+    output_events=(
+        (GenAI.CHOICE_EVENT, GenAI.EVENT_MESSAGE),
+        (GenAI.INFERENCE_DETAILS_EVENT, GenAI.OUTPUT_MESSAGES),
+    ),
 )
 """Tool content in the message attributes or events, when no tool key holds it
 (gemini-cli's ``tool_call``, Strands' default layout), and a model span's output in
-its ``gen_ai.choice`` events. Read after every other convention's keys."""
+its ``gen_ai.choice`` events or the inference details event (Strands, default and
+latest layouts). Read after every other convention's keys."""
 
 OPENINFERENCE: Final = SpanConvention(
     "OpenInference",
