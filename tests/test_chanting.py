@@ -165,11 +165,12 @@ def test_config_file_switches_chanting(
 def test_memory_stays_bounded_on_a_long_chanting_run() -> None:
     """2,000 chanting outputs: the carry stays within one window, the detector's memory flat."""
     outputs = [scan(SENTENCE * 30 + f"turn {n} " + SENTENCE * 30) for n in range(50)]
-    carry: tuple[chanting.Chunk, ...] = ()
+    carry = chanting.NO_CHUNKS
     for output in outputs * 20:
         carry = chanting.carried(carry, output)
         assert len(carry) <= WINDOW_CHARS // 2
-        assert all(-WINDOW_CHARS <= offset <= 0 for offset, _ in carry)
+        assert all(-WINDOW_CHARS <= offset < 0 for offset in carry.offsets)
+        assert output.nbytes <= 2 * 16 * WINDOW_CHARS // 2
     detector = RunDetector(keep=10)
     tracemalloc.start()
     try:

@@ -32,20 +32,22 @@ The design, and why:
   to the next output, when no tool call came between (a tool call is the agent
   acting: its next text is about something new). A response cut off at its
   token limit and continued keeps chanting where it left off.
-- **Only hashes are kept** (xxh3, as signing uses), with each chunk's
-  character offset: never the text. A scan's record holds at most the chunks
-  of two windows (the output's first and last :data:`WINDOW_CHARS`), and a run
-  carries at most one window: at most ``WINDOW_CHARS / 2`` chunks (a word and
-  its space take at least two characters), whatever the length of the run.
+- **Only hashes are kept** (xxh3, as signing uses), with each chunk's offset,
+  packed in arrays (16 bytes a chunk): never the text. A scan holds at most
+  the chunks of two windows (the output's first and last :data:`WINDOW_CHARS`),
+  and a run carries at most one window: at most ``WINDOW_CHARS / 2`` chunks
+  (a word and its space take at least two characters), 16 KB, whatever the
+  length of the run. A gateway counts a scan's bytes against its buffer.
 """
 
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from operator import add, sub
 from typing import Final
@@ -58,14 +60,36 @@ WINDOW_CHARS: Final = 2000
 """How close together the repeats of a chunk must be, in characters of normalised text
 (bytes of UTF-8: characters, for English; whitespace runs count as one)."""
 
-Chunk = tuple[int, int]
-"""``(offset, hash)``: where a chunk starts (see :data:`WINDOW_CHARS`) and its hash."""
 
 _FENCE: Final = "```"
 _STRUCTURE: Final = re.compile(
     r"\s*(?:[-*+]\s|\d{1,9}[.)]\s|#{1,6}(?:\s|$)|>|\||(?:[-*_=]\s*){3,}$)"
 )
 """A list item, heading, quote, table row or divider line (matched at the line's start)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stretch:
+    """Chunks of one stretch of prose, packed: 16 bytes a chunk, not a tuple each.
+
+    ``offsets[i]`` is where chunk ``i`` starts (see :data:`WINDOW_CHARS`),
+    ``hashes[i]`` its hash; offsets ascend.
+    """
+
+    offsets: array[int] = field(default_factory=lambda: array("q"))
+    hashes: array[int] = field(default_factory=lambda: array("Q"))
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the packed chunks take: for a gateway's memory accounting."""
+        return 16 * len(self.hashes)
+
+
+NO_CHUNKS: Final = Stretch()
+"""The empty stretch (never changed: stretches are replaced, not extended)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +109,14 @@ class ChantScan:
     """That chunk's hash (0 when the output holds no chunk)."""
     length: int
     """Characters of normalised text: where the next output's offsets start."""
-    head: tuple[Chunk, ...] = ()
-    tail: tuple[Chunk, ...] = ()
+    head: Stretch = NO_CHUNKS
+    tail: Stretch = NO_CHUNKS
     whole: bool = True
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the scan's chunks take (at most two windows' worth)."""
+        return self.head.nbytes + self.tail.nbytes
 
 
 def _segments(text: str) -> Iterator[list[bytes] | None]:
@@ -160,7 +189,7 @@ def _peak(offsets: Sequence[int], hashes: Sequence[int]) -> tuple[int, int]:
 def scan(text: str) -> ChantScan:
     """Hash one output's prose into chunks and find its most repeated one."""
     peak, top, offset, broken = 0, 0, 0, False
-    head: tuple[Chunk, ...] = ()
+    head = NO_CHUNKS
     offsets: list[int] = []
     hashes: list[int] = []
     for words in _segments(text):
@@ -175,35 +204,46 @@ def scan(text: str) -> ChantScan:
         offset = offsets[-1]
         if not broken and not head:
             cut = bisect_left(offsets, WINDOW_CHARS, hi=len(hashes))
-            head = tuple(zip(offsets[:cut], hashes[:cut], strict=True))
-    # The last stretch's last window, from the output's end (an empty list after a break).
+            head = Stretch(array("q", offsets[:cut]), array("Q", hashes[:cut]))
+    # The last stretch's last window, from the output's end (none after a break).
     cut = bisect_left(offsets, offset - WINDOW_CHARS, hi=len(hashes))
-    from_end = map(sub, offsets[cut : len(hashes)], repeat(offset))
-    tail = tuple(zip(from_end, hashes[cut:], strict=True))
+    from_end = array("q", map(sub, offsets[cut : len(hashes)], repeat(offset)))
+    tail = Stretch(from_end, array("Q", hashes[cut:])) if hashes else NO_CHUNKS
     return ChantScan(peak, top, offset, head, tail, not broken)
 
 
-def across(carry: Sequence[Chunk], head: Sequence[Chunk]) -> tuple[int, int]:
+def across(carry: Stretch, head: Stretch) -> tuple[int, int]:
     """``(peak, chunk)`` over the carried chunks of earlier outputs and this one's head.
 
     Only windows that end at one of this output's chunks count: the carried
     ones were judged with their own output.
     """
-    chunks = (*carry, *head)
-    return _peak([o for o, _ in chunks], [d for _, d in chunks])
+    return _peak(carry.offsets + head.offsets, carry.hashes + head.hashes)
 
 
-def carried(carry: tuple[Chunk, ...], output: ChantScan) -> tuple[Chunk, ...]:
+def carried(carry: Stretch, output: ChantScan) -> Stretch:
     """What the next output continues from: this output's last window of prose.
 
     Offsets are from this output's end. Earlier outputs' chunks stay only while
     this one is unbroken prose and still within one window of its end.
     """
-    if not output.whole:
+    if not output.whole or not carry:
         return output.tail
     shift = output.length
-    kept = tuple((o - shift, d) for o, d in carry if o - shift >= -WINDOW_CHARS)
-    return kept + output.tail if kept else output.tail
+    cut = bisect_left(carry.offsets, shift - WINDOW_CHARS)
+    if cut == len(carry):
+        return output.tail
+    kept = array("q", map(sub, carry.offsets[cut:], repeat(shift)))
+    return Stretch(kept + output.tail.offsets, carry.hashes[cut:] + output.tail.hashes)
 
 
-__all__ = ["CHUNK_WORDS", "WINDOW_CHARS", "ChantScan", "Chunk", "across", "carried", "scan"]
+__all__ = [
+    "CHUNK_WORDS",
+    "NO_CHUNKS",
+    "WINDOW_CHARS",
+    "ChantScan",
+    "Stretch",
+    "across",
+    "carried",
+    "scan",
+]

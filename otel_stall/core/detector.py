@@ -69,7 +69,7 @@ from itertools import islice
 from typing import Any, Final
 
 from otel_stall.core import chanting, messages
-from otel_stall.core.chanting import ChantScan, Chunk
+from otel_stall.core.chanting import NO_CHUNKS, ChantScan, Stretch
 from otel_stall.core.policy import DuplicateMode, StallPolicy
 from otel_stall.core.records import (
     ABSENT,
@@ -227,7 +227,7 @@ class RunDetector:
     _monologue: _Streak = field(default_factory=_Streak, init=False)
     _monologue_fired: Action = field(default=_CONTINUE, init=False)
     # chanting: at most one window of chunk hashes per run (core/chanting.py)
-    _chant_carry: tuple[Chunk, ...] = field(default=(), init=False)
+    _chant_carry: Stretch = field(default=NO_CHUNKS, init=False)
     """The last output's closing window of chunks, for the next output to continue."""
     _chant_calls: int = field(default=-1, init=False)
     """Tool calls so far when the carry was written: a tool call since ends it."""
@@ -308,7 +308,7 @@ class RunDetector:
         if call.chant is not None and self.policy.chanting:
             findings += self._chanting_rule(call, call.chant)
         elif self._chant_carry:
-            self._chant_carry = ()  # an output not read: the next one cannot continue it
+            self._chant_carry = NO_CHUNKS  # an output not read: the next cannot continue it
         if findings:
             self._record(findings)
         return findings
@@ -792,7 +792,7 @@ class RunDetector:
         goes on from output to output fires once; an output that does not chant
         ends it.
         """
-        carry = self._chant_carry if self._chant_calls == self._calls else ()
+        carry = self._chant_carry if self._chant_calls == self._calls else NO_CHUNKS
         peak, chunk = scan.peak, scan.chunk
         if carry and scan.head:
             joined, joined_chunk = chanting.across(carry, scan.head)
