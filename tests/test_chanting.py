@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from stall_pipeline import STYLES, Agent, make_pipeline
 
 from otel_stall.cli import main
 from otel_stall.conventions import Conventions, Role
@@ -24,6 +25,7 @@ from otel_stall.core.chanting import WINDOW_CHARS, scan
 from otel_stall.core.detector import RunDetector, detect
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import Action, Kind, ModelCall, ToolCall, Verdict
+from otel_stall.live.guard import StallDetected
 from otel_stall.otlp.decode import spans_from_json
 
 SENTENCE = "The deploy is still pending, so I will wait a little longer. "
@@ -236,3 +238,30 @@ def test_strands_output_in_choice_events_reads_as_in_output_messages(scenario: s
     assert default == latest
     assert any(digest is not None for digest, _ in default)
     assert all((digest is not None) is scanned for digest, scanned in default)
+
+
+def test_the_live_gate_knows_chanting() -> None:
+    """Live, chanting warns: raise_if_stalled(at=WARN) stops with its guidance; nothing else.
+
+    The default (break) does not raise, and no tool call is refused for it.
+    """
+    pipe = make_pipeline()
+    guard = pipe.processor.guard
+    agent = Agent(pipe.tracer, STYLES[0])
+    message = {"role": "assistant", "parts": [{"type": "text", "content": SENTENCE * 12}]}
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "m",
+        "gen_ai.output.messages": json.dumps([message]),
+    }
+    with agent.run():
+        with pipe.tracer.start_as_current_span("chat m", attributes=attributes):
+            pass
+        verdict, report = guard.verdict()
+        assert verdict is Verdict.WARN
+        assert report is not None
+        assert [f.kind for f in report.findings] == [Kind.CHANTING]
+        guard.raise_if_stalled()
+        with pytest.raises(StallDetected, match="repeats the same passage"):
+            guard.raise_if_stalled(at=Verdict.WARN)
+        assert guard.before_call("search", {"q": 1}) is None
