@@ -52,7 +52,9 @@ class SpanConvention:
     result_events: tuple[tuple[str, str], ...] = ()
     output_events: tuple[tuple[str, str], ...] = ()
     """``(event name, attribute)`` pairs holding a model span's output, read when no
-    output attribute holds it (every matching event, in order: one per choice)."""
+    output attribute holds it (every matching event, in order: one per choice).
+    Built-in conventions only, not a mapping file's: the gateway reads the built-in
+    ones (:data:`~otel_stall.conventions.builtin.OUTPUT_EVENTS`), so all three agree."""
     tool_name_prefixes: tuple[str, ...] = ()
     """Span-name verbs before a tool's name (``execute_tool search``), when no key names it."""
     synthetic_spans: frozenset[str] = frozenset()

@@ -37,13 +37,7 @@ _KEY_LISTS: Final = (
     "model_keys",
 )
 _SETS: Final = ("fold_case", "synthetic_spans", "synthetic_tools", "placeholders")
-_PAIRS: Final = (
-    "arguments_events",
-    "result_events",
-    "output_events",
-    "step_markers",
-    "present",
-)
+_PAIRS: Final = ("arguments_events", "result_events", "step_markers", "present")
 _KNOWN: Final = frozenset({"name", "roles", "content_switch", *_KEY_LISTS, *_SETS, *_PAIRS})
 
 
