@@ -37,6 +37,7 @@ SCRIPTS = (
     ("bench_processor_wiring.py", ()),
     ("bench_processor_instructions.py", ()),
     ("bench_detector.py", ()),
+    ("bench_chanting.py", ()),
     ("bench_replay.py", ("--rss", "1000000")),
     ("bench_gateway.py", ()),
 )

@@ -125,11 +125,15 @@ class GenAIAttributes:
     TOOL_MESSAGE_EVENT: Final = "gen_ai.tool.message"
     """Span event: a tool call's arguments in ``content`` (Strands' default layout)."""
     CHOICE_EVENT: Final = "gen_ai.choice"
-    """Span event: on a tool span, the tool's result in ``message`` (Strands)."""
+    """Span event: on a tool span, the tool's result in ``message`` (Strands); on a model
+    span, the model's output (Strands' default layout, the GenAI event form)."""
+    INFERENCE_DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
+    """Span event: a model call's messages, ``gen_ai.output.messages`` among them (the
+    current GenAI conventions' event form, Strands with ``gen_ai_latest_experimental``)."""
     EVENT_CONTENT: Final = "content"
     """Event attribute of ``gen_ai.tool.message``: the arguments."""
     EVENT_MESSAGE: Final = "message"
-    """Event attribute of ``gen_ai.choice``: the result."""
+    """Event attribute of ``gen_ai.choice``: the result, or the model's output."""
     USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
     """int: tokens the model call read."""
     USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"

@@ -45,8 +45,13 @@ def _flaky_agent(provider: TracerProvider) -> None:
                 pass
 
 
-def _chat(tracer: Any, tokens: int, error: str | None = None, said: str = "") -> None:
-    """A GenAI model span with token usage (and output ``said``), or failing with ``error``."""
+def _chat(
+    tracer: Any, tokens: int, error: str | None = None, said: str = "", choice: str = ""
+) -> None:
+    """A GenAI model span with token usage (and output ``said``), or failing with ``error``.
+
+    ``choice``: output in a ``gen_ai.choice`` event instead, as Strands writes it.
+    """
     attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
     if said:
         message = {"role": "assistant", "parts": [{"type": "text", "content": said}]}
@@ -58,6 +63,9 @@ def _chat(tracer: Any, tokens: int, error: str | None = None, said: str = "") ->
     with tracer.start_as_current_span("chat m", attributes=attributes) as span:
         if error is not None:
             span.set_status(StatusCode.ERROR, f"{error}: the request was rejected")
+        if choice:
+            message = json.dumps([{"text": choice}])
+            span.add_event("gen_ai.choice", {"message": message, "finish_reason": "end_turn"})
 
 
 def _tool(tracer: Any, tool: str, args: dict[str, Any], result: Any, error: str = "") -> None:
@@ -81,7 +89,12 @@ def _agent(tracer: Any, name: str) -> Any:
 
 
 def issue_19_agents(tracer: Any) -> None:
-    """One run per #19 rule: failure loop, model failure loop, monologue, 2-step cycle; tokens."""
+    """One run per #19 rule: failure loop, model failure loop, monologue, 2-step cycle; tokens.
+
+    Chanting twice: within one output, and across two outputs read from
+    ``gen_ai.choice`` events (six copies each: only the carry makes ten).
+    """
+    chant = "The build is still running, so I keep on waiting. "
     with _agent(tracer, "failing"):
         for attempt in range(4):
             _chat(tracer, 100 + attempt)
@@ -93,6 +106,11 @@ def issue_19_agents(tracer: Any) -> None:
     with _agent(tracer, "monologuing"):
         for _ in range(5):
             _chat(tracer, 300, said="I am fine, and thank you for asking.")
+    with _agent(tracer, "chanting"):
+        _chat(tracer, 300, said="Let me check. " + chant * 12)
+    with _agent(tracer, "chanting-across-outputs"):
+        _chat(tracer, 300, choice=chant * 6)
+        _chat(tracer, 300, choice=chant * 6)
     with _agent(tracer, "cycling"):
         for _ in range(6):
             _chat(tracer, 200)
@@ -183,9 +201,19 @@ def test_replay_matches_live(
         assert replayed_events == _live_events(span), span.name
         enriched += bool(expected)
     verdicts = sorted(r.verdict.value for r in result.reports)
-    assert verdicts == ["break", "break", "break", "escalate", "escalate", "escalate", "ok"]
+    assert verdicts == [
+        "break",
+        "break",
+        "break",
+        "escalate",
+        "escalate",
+        "escalate",
+        "ok",
+        "warn",
+        "warn",
+    ]
     kinds = {f.kind.value for r in result.reports for f in r.findings}
-    assert {"failure_loop", "model_failure_loop", "cycle", "monologue"} <= kinds
+    assert {"failure_loop", "model_failure_loop", "cycle", "monologue", "chanting"} <= kinds
     wasted = [r for r in result.reports if r.wasted_tokens]
     assert len(wasted) >= 2
     assert enriched > 10

@@ -26,16 +26,7 @@ PEERS = Path(__file__).parent / "peers"
 _FAILURE_LOOP = "failure loop rule not implemented yet"
 _MODEL_FAILURE_LOOP = "model failure loop rule not implemented yet"
 _CYCLE = "cycle rule not implemented yet"
-_CHANTING = "chanting rule not implemented yet"
 PENDING: dict[str, str] = {
-    "gemini_cli/repeated_chunk": _CHANTING,
-    "gemini_cli/long_pattern": _CHANTING,
-    "gemini_cli/reported_example_stop_writing": _CHANTING,
-    "gemini_cli/reported_example_task_complete": _CHANTING,
-    "gemini_cli/alternating_short_phrases": _CHANTING,
-    "gemini_cli/repeated_thought_process": _CHANTING,
-    "gemini_cli/repetition_outside_code_block": _CHANTING,
-    "gemini_cli/code_blocks_then_looping_text": _CHANTING,
     # The manifest's conflicts: no #19 rule as written reaches these.
     "openhands/delegate_stuck[CodeActAgent:275feb65e4dbaccd]": (
         "#19 does not say whether a parent run takes on its delegate's stall"

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from otel_stall.core import records
+from otel_stall.core.chanting import scan
 from otel_stall.core.detector import Observation
 from otel_stall.core.records import (
     ABSENT,
@@ -58,6 +59,7 @@ SAMPLES: dict[type[Any], tuple[Any, ...]] = {
         100,
         20,
         "o" * 16,
+        scan("the same few words over and over again " * 12),
     ),
     LedgerRow: dataclasses.astuple(_ROW),
     Finding: dataclasses.astuple(_FINDING),
@@ -178,7 +180,7 @@ def test_absent_is_one_falsy_marker_that_survives_pickling() -> None:
     [
         (ToolCall, (), {}, "ToolCall.__init__() missing 1 required positional argument"),
         (ToolCall, ("a",), {"bogus": 1}, "ToolCall.__init__() got an unexpected keyword"),
-        (ModelCall, tuple(range(11)), {}, "ModelCall.__init__() takes"),
+        (ModelCall, tuple(range(12)), {}, "ModelCall.__init__() takes"),
     ],
 )
 def test_bad_arguments_name_the_record(

@@ -8,6 +8,7 @@ gateway feed one detector.
 
 from otel_stall.conventions.builtin import (
     CONTENT_KEYS,
+    OUTPUT_EVENTS,
     ROLE_KEYS,
     STATUS_ERROR,
     STATUS_OK,
@@ -24,6 +25,7 @@ from otel_stall.conventions.builtin import (
 
 __all__ = [
     "CONTENT_KEYS",
+    "OUTPUT_EVENTS",
     "ROLE_KEYS",
     "STATUS_ERROR",
     "STATUS_OK",

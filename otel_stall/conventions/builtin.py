@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
 from otel_stall.conventions import model_content
-from otel_stall.conventions.content import Event, event_value, says_error, without_call_ids
+from otel_stall.conventions.content import (
+    Event,
+    event_value,
+    event_values,
+    says_error,
+    without_call_ids,
+)
 from otel_stall.conventions.mappings import BUILTIN, SpanConvention
 from otel_stall.core.config import env_field, parse_names, resolve
 from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall
@@ -99,6 +105,7 @@ class _Tables:
     result_keys: tuple[str, ...]
     argument_events: tuple[tuple[str, str], ...]
     result_events: tuple[tuple[str, str], ...]
+    output_events: tuple[tuple[str, str], ...]
     placeholders: Mapping[str, frozenset[str]]
     """Values of a content key that mean "not captured"."""
     tool_name_prefixes: tuple[str, ...]
@@ -139,6 +146,7 @@ def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
         result_keys=results,
         argument_events=flat("arguments_events"),
         result_events=flat("result_events"),
+        output_events=flat("output_events"),
         placeholders={k: frozenset(v) for k, v in placeholders.items() if v},
         tool_name_prefixes=flat("tool_name_prefixes"),
         synthetic_spans=frozenset(flat("synthetic_spans")),
@@ -153,6 +161,7 @@ def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
                 *results,
                 *(name for name, _ in flat("arguments_events")),
                 *(name for name, _ in flat("result_events")),
+                *(name for name, _ in flat("output_events")),
             )
         ),
     )
@@ -162,6 +171,9 @@ BUILTIN_TABLES: Final = compile_conventions(BUILTIN)
 
 CONTENT_KEYS: Final = BUILTIN_TABLES.content_keys | {GenAI.INPUT_MESSAGES, GenAI.OUTPUT_MESSAGES}
 """Raw payload attributes, and the names of events that carry payloads: what redaction strips."""
+
+OUTPUT_EVENTS: Final = BUILTIN_TABLES.output_events
+"""``(event name, attribute)`` pairs that hold a model span's output (``gen_ai.choice``)."""
 
 ROLE_KEYS: Final = BUILTIN_TABLES.role_keys
 """Every attribute :meth:`Conventions.role` reads (besides custom ``role_key`` values).
@@ -454,6 +466,7 @@ class Conventions:
         model = _first(attrs, self._tables.model_keys)
         status = self._status(attrs, span.status_code)
         error = None if status is Status.OK else model_content.failure(attrs, span.status_message)
+        choices = event_values(span.events, self._tables.output_events) if span.events else ()
         return ModelCall(
             run_key,
             span.span_id,
@@ -463,7 +476,7 @@ class Conventions:
             status,
             error,
             *model_content.token_usage(attrs),
-            model_content.output_digest(attrs),
+            *model_content.output_hashes(attrs, choices),
         )
 
     def status(self, span: SpanRecord) -> Status:

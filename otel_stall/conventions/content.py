@@ -134,12 +134,26 @@ def event_value(events: Sequence[Event], names: Sequence[tuple[str, str]]) -> An
     return None
 
 
+def event_values(events: Sequence[Event], names: Sequence[tuple[str, str]]) -> list[Any]:
+    """Every value of ``names`` the events hold, in event order (one per choice, say)."""
+    wanted = dict(names)
+    values = []
+    for name, attributes in events:
+        key = wanted.get(name)
+        if key is not None and attributes:
+            value = attributes.get(key)
+            if value is not None:
+                values.append(value)
+    return values
+
+
 __all__ = [
     "BESIDE_CALL_ID",
     "CALL_ID_KEYS",
     "TIMING_KEYS",
     "Event",
     "event_value",
+    "event_values",
     "says_error",
     "without_call_ids",
 ]

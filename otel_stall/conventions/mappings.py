@@ -50,6 +50,11 @@ class SpanConvention:
     result_keys: tuple[str, ...] = ()
     arguments_events: tuple[tuple[str, str], ...] = ()
     result_events: tuple[tuple[str, str], ...] = ()
+    output_events: tuple[tuple[str, str], ...] = ()
+    """``(event name, attribute)`` pairs holding a model span's output, read when no
+    output attribute holds it (every matching event, in order: one per choice).
+    Built-in conventions only, not a mapping file's: the gateway reads the built-in
+    ones (:data:`~otel_stall.conventions.builtin.OUTPUT_EVENTS`), so all three agree."""
     tool_name_prefixes: tuple[str, ...] = ()
     """Span-name verbs before a tool's name (``execute_tool search``), when no key names it."""
     synthetic_spans: frozenset[str] = frozenset()
@@ -103,10 +108,15 @@ GENAI_MESSAGES: Final = SpanConvention(
     result_keys=(GenAI.OUTPUT_MESSAGES,),
     arguments_events=((GenAI.TOOL_MESSAGE_EVENT, GenAI.EVENT_CONTENT),),
     result_events=((GenAI.CHOICE_EVENT, GenAI.EVENT_MESSAGE),),
+    output_events=(
+        (GenAI.CHOICE_EVENT, GenAI.EVENT_MESSAGE),
+        (GenAI.INFERENCE_DETAILS_EVENT, GenAI.OUTPUT_MESSAGES),
+    ),
 )
 """Tool content in the message attributes or events, when no tool key holds it
-(gemini-cli's ``tool_call``, Strands' default layout). Read after every other
-convention's keys."""
+(gemini-cli's ``tool_call``, Strands' default layout), and a model span's output in
+its ``gen_ai.choice`` events or the inference details event (Strands, default and
+latest layouts). Read after every other convention's keys."""
 
 OPENINFERENCE: Final = SpanConvention(
     "OpenInference",

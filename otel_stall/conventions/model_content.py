@@ -1,4 +1,4 @@
-"""What a model span says of its outcome: failure class and token usage.
+"""What a model span says of its outcome: failure class, token usage and output hashes.
 
 Pure functions from a span's attribute mapping (and status) to the
 :class:`~otel_stall.core.records.ModelCall` fields that the failure-loop and
@@ -9,11 +9,13 @@ table can change without touching these readings.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from xxhash import xxh3_64_hexdigest
 
+from otel_stall.core import chanting
+from otel_stall.core.chanting import ChantScan
 from otel_stall.semconv import ErrorAttributes as Err
 from otel_stall.semconv import GenAIAttributes as GenAI
 from otel_stall.semconv import OpenInferenceAttributes as OI
@@ -82,6 +84,8 @@ def failure(attrs: Mapping[str, Any], status_message: str = "") -> str | None:
 
 OUTPUT_DIGEST_KEY: Final = "otel_stall.output.digest"
 """Where a gateway keeps :func:`output_digest` of a model span it forwards (not the text)."""
+OUTPUT_CHANT_KEY: Final = "otel_stall.output.chant"
+"""Where a gateway keeps the :class:`ChantScan` of a model span it forwards (hashes only)."""
 _OI_OUTPUT_PREFIX: Final = "llm.output_messages."
 _TL_COMPLETION_PREFIX: Final = "gen_ai.completion."
 OUTPUT_KEY_PREFIXES: Final = (GenAI.OUTPUT_MESSAGES, _OI_OUTPUT_PREFIX, _TL_COMPLETION_PREFIX)
@@ -124,19 +128,77 @@ def _flattened_text(attrs: Mapping[str, Any], prefix: str, suffixes: tuple[str, 
     ]
 
 
-def output_text(attrs: Mapping[str, Any]) -> str | None:
-    """The assistant's text in a model span, where captured; ``None`` without content."""
+def _blocks_text(blocks: list[Any]) -> list[str]:
+    """Content blocks: ``{"text": ...}`` (Strands, Bedrock), ``{"type": "text", ...}``, text."""
+    texts: list[str] = []
+    for block in blocks:
+        if isinstance(block, str):
+            texts.append(block)
+        elif isinstance(block, Mapping):
+            text = block.get("text")
+            if isinstance(text, str):
+                texts.append(text)
+            elif "role" in block or "parts" in block:
+                texts += _message_text(block)
+            elif block.get("type") == "text" and isinstance(block.get("content"), str):
+                texts.append(block["content"])
+    return texts
+
+
+def _choice_text(value: Any) -> list[str]:
+    """A ``gen_ai.choice`` event's message, in any form frameworks write it.
+
+    Strands' content blocks, the GenAI event body (``{"message": {"role":
+    "assistant", "content": ...}}``), a message, or plain text.
+    """
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return [value]
+        if not isinstance(decoded, (list, dict)):
+            return [value]
+        value = decoded
+    if isinstance(value, list):
+        return _blocks_text(value)
+    if isinstance(value, Mapping):
+        inner = value.get("message")
+        return _choice_text(inner) if inner is not None else _message_text(value)
+    return []
+
+
+def _message_text(message: Mapping[str, Any]) -> list[str]:
+    """An event's message: its parts, its text content, or its content blocks."""
+    content = message.get("content")
+    if isinstance(content, list) and message.get("role", "assistant") == "assistant":
+        return _blocks_text(content)
+    return _parts_text(message)
+
+
+def output_text(attrs: Mapping[str, Any], choices: Sequence[Any] = ()) -> str | None:
+    """The assistant's text in a model span, where captured; ``None`` without content.
+
+    Attributes first (``gen_ai.output.messages``, OpenInference, OpenLLMetry),
+    then ``choices``: the ``gen_ai.choice`` event messages the conventions found
+    (Strands' default layout, the GenAI event form).
+    """
     texts = (
         _genai_text(attrs.get(GenAI.OUTPUT_MESSAGES)) if GenAI.OUTPUT_MESSAGES in attrs else None
     )
     if texts is None:
         texts = _flattened_text(attrs, _OI_OUTPUT_PREFIX, (".message.content", ".text"))
         texts += _flattened_text(attrs, _TL_COMPLETION_PREFIX, (".content",))
+    if not any(texts) and choices:
+        texts = [text for choice in choices for text in _choice_text(choice)]
     text = " ".join(t for t in texts if t)
     return text or None
 
 
-def output_digest(attrs: Mapping[str, Any]) -> str | None:
+def _digest(text: str) -> str:
+    return xxh3_64_hexdigest(" ".join(text.split()).casefold().encode("utf-8", "surrogatepass"))
+
+
+def output_digest(attrs: Mapping[str, Any], choices: Sequence[Any] = ()) -> str | None:
     """A hash of the normalised assistant text (whitespace collapsed, case folded), or ``None``.
 
     Only the hash is kept: the text itself never leaves the span.
@@ -144,7 +206,23 @@ def output_digest(attrs: Mapping[str, Any]) -> str | None:
     kept = attrs.get(OUTPUT_DIGEST_KEY)
     if isinstance(kept, str):
         return kept
-    text = output_text(attrs)
+    text = output_text(attrs, choices)
+    return None if text is None else _digest(text)
+
+
+def output_hashes(
+    attrs: Mapping[str, Any], choices: Sequence[Any] = ()
+) -> tuple[str | None, ChantScan | None]:
+    """The monologue digest and the chanting scan of a model span's output, text read once.
+
+    A gateway's kept values (:data:`OUTPUT_DIGEST_KEY`, :data:`OUTPUT_CHANT_KEY`)
+    stand for the text it did not keep.
+    """
+    kept = attrs.get(OUTPUT_DIGEST_KEY)
+    if isinstance(kept, str):
+        chant = attrs.get(OUTPUT_CHANT_KEY)
+        return kept, chant if isinstance(chant, ChantScan) else None
+    text = output_text(attrs, choices)
     if text is None:
-        return None
-    return xxh3_64_hexdigest(" ".join(text.split()).casefold().encode("utf-8", "surrogatepass"))
+        return None, None
+    return _digest(text), chanting.scan(text)

@@ -68,7 +68,8 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any, Final
 
-from otel_stall.core import messages
+from otel_stall.core import chanting, messages
+from otel_stall.core.chanting import NO_CHUNKS, ChantScan, Stretch
 from otel_stall.core.policy import DuplicateMode, StallPolicy
 from otel_stall.core.records import (
     ABSENT,
@@ -225,6 +226,13 @@ class RunDetector:
     _said: str | None = field(default=None, init=False)
     _monologue: _Streak = field(default_factory=_Streak, init=False)
     _monologue_fired: Action = field(default=_CONTINUE, init=False)
+    # chanting: at most one window of chunk hashes per run (core/chanting.py)
+    _chant_carry: Stretch = field(default=NO_CHUNKS, init=False)
+    """The last output's closing window of chunks, for the next output to continue."""
+    _chant_calls: int = field(default=-1, init=False)
+    """Tool calls so far when the carry was written: a tool call since ends it."""
+    _chanting: bool = field(default=False, init=False)
+    """Whether the last output chanted: a chant that goes on fires once."""
     # cycle: O(max_cycle_length) per run
     _ring: deque[str | None] = field(init=False)
     """The last ``max_cycle_length`` signatures (``None``: a call that cannot be compared)."""
@@ -297,6 +305,10 @@ class RunDetector:
             findings = self._model_failure_loop(call)
         if call.output is not None:
             findings += self._monologue_rule(call, call.output)
+        if call.chant is not None and self.policy.chanting:
+            findings += self._chanting_rule(call, call.chant)
+        elif self._chant_carry:
+            self._chant_carry = NO_CHUNKS  # an output not read: the next cannot continue it
         if findings:
             self._record(findings)
         return findings
@@ -768,6 +780,42 @@ class RunDetector:
             self._calls,
             self._round_number(),
             messages.monologue(count, action),
+        )
+        return (finding,)
+
+    def _chanting_rule(self, call: ModelCall, scan: ChantScan) -> tuple[Finding, ...]:
+        """A chunk of text repeated close together, in this output or carried over from the last.
+
+        ``chant_repeats`` occurrences warn (never more: text alone is not a
+        loop that costs tool calls; the other rules stop one). The last output's
+        closing chunks count only when no tool call came between. A chant that
+        goes on from output to output fires once; an output that does not chant
+        ends it.
+        """
+        carry = self._chant_carry if self._chant_calls == self._calls else NO_CHUNKS
+        peak, chunk = scan.peak, scan.chunk
+        if carry and scan.head:
+            joined, joined_chunk = chanting.across(carry, scan.head)
+            if joined > peak:
+                peak, chunk = joined, joined_chunk
+        self._chant_carry = chanting.carried(carry, scan)
+        self._chant_calls = self._calls
+        if peak < self.policy.chant_repeats:
+            self._chanting = False
+            return ()
+        if self._chanting:
+            return ()
+        self._chanting = True
+        finding = Finding(
+            Kind.CHANTING,
+            Action.WARN,
+            call.model or "the model",
+            f"{chunk:016x}",
+            peak,
+            self._calls,
+            self._calls,
+            self._round_number(),
+            messages.chanting(peak),
         )
         return (finding,)
 

@@ -122,3 +122,12 @@ def monologue(count: int, action: Action) -> str:
     if action is Action.BREAK:
         return head + " The loop is stopped: give your final answer now."
     return head + " Repeating it will not change the outcome: take a different step or finish."
+
+
+def chanting(count: int) -> str:
+    """The model's output repeating one passage over and over."""
+    return (
+        f"Stall: your output repeats the same passage ({count} times, close together). "
+        "Stop repeating it: say what you need or what is blocking you, take a different "
+        "step, or finish."
+    )

@@ -106,6 +106,12 @@ class StallPolicy:
         5, "MAX_CYCLE_LENGTH", parse_int, "a whole number from 1 (off) to 20"
     )
     """The longest cycle looked for; 1 leaves cycles to the repeat rule. Memory is O(this)."""
+    chanting: bool = env_field(True, "CHANTING", parse_bool, "true or false")
+    """Look for a chunk of text repeated close together in the model's output."""
+    chant_repeats: int = env_field(
+        10, "CHANT_REPEATS", parse_int, "a whole number such as 10 (at least 2)"
+    )
+    """Times one chunk (8 words) must occur within 2,000 characters of output to warn."""
     item_novelty: bool = env_field(True, "ITEM_NOVELTY", parse_bool, "true or false")
     """A list result is new only if it holds an item not seen before in the run."""
     duplicate_mode: DuplicateMode = env_field(
@@ -182,6 +188,7 @@ class StallPolicy:
             "cycle_break_at",
             f"must be at least cycle_warn_at ({self.cycle_warn_at})",
         )
+        check(self.chant_repeats >= 2, "chant_repeats", "must be at least 2 (try 10)")
         check(1 <= self.max_cycle_length <= 20, "max_cycle_length", "must be 1 (off) to 20")
         for name in ("no_progress_limit", "duplicate_consecutive_limit"):
             check(getattr(self, name) >= 1, name, "must be at least 1 (the default is 5 or 3)")

@@ -21,6 +21,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from otel_stall.core.chanting import ChantScan
+
 
 class Status(str, enum.Enum):
     """How a tool call ended."""
@@ -75,6 +77,8 @@ class Kind(str, enum.Enum):
     """A sequence of 2 to ``max_cycle_length`` calls repeating back to back."""
     MONOLOGUE = "monologue"
     """The model saying the same thing again and again, with no new fact between."""
+    CHANTING = "chanting"
+    """A chunk of text repeated close together in the model's output."""
 
     def __str__(self) -> str:
         return self.value
@@ -187,6 +191,8 @@ class ModelCall:
     output_tokens: int | None = None
     output: str | None = None
     """A hash of the normalised assistant text, where output content was captured."""
+    chant: ChantScan | None = None
+    """The output's chunk hashes for the chanting rule, where output content was captured."""
 
 
 Event = ToolCall | ModelCall

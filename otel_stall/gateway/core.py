@@ -39,7 +39,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from otel_stall.conventions import Conventions
+from otel_stall.conventions import Conventions, model_content
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport
 from otel_stall.gateway.buffer import (
@@ -524,9 +524,11 @@ def _enter(
         group.entries.append(Entry(ROOT, span_id, b"", start, end, span, marked, where[1]))
     elif kind == MODEL:
         start, end = span.start_time_unix_nano, span.end_time_unix_nano
-        group.entries.append(
-            Entry(MODEL, span_id, parent, start, end, None, outcome=model_outcome(span))
-        )
+        outcome = model_outcome(span)
+        chant = outcome[0].get(model_content.OUTPUT_CHANT_KEY)
+        if chant is not None:
+            group.size += chant.nbytes  # the output's chunk hashes, kept in place of its text
+        group.entries.append(Entry(MODEL, span_id, parent, start, end, None, outcome=outcome))
     else:
         group.entries.append(Entry(kind, span_id, parent, 0, 0, span, marked, where[1]))
         group.cuts.append(where)

@@ -26,6 +26,7 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from otel_stall.conventions import (
+    OUTPUT_EVENTS,
     Conventions,
     Role,
     SpanRecord,
@@ -374,7 +375,9 @@ def _depth(
 def model_outcome(span: Any) -> tuple[dict[str, Any], int, str]:
     """What detection reads of a model span it forwards: outcome and usage, no payloads.
 
-    The span itself is not kept (it goes on at once); these few values are.
+    The span itself is not kept (it goes on at once); these few values are: the
+    output's digest and chanting scan stand for its text (hashes only; the scan
+    holds at most two windows of chunk hashes, see :mod:`otel_stall.core.chanting`).
     """
     keys = model_content.OUTCOME_KEYS | _MODEL_NAME_KEYS
     attrs = {kv.key: any_value_to_python(kv.value) for kv in span.attributes if kv.key in keys}
@@ -383,7 +386,24 @@ def model_outcome(span: Any) -> tuple[dict[str, Any], int, str]:
         for kv in span.attributes
         if kv.key.startswith(model_content.OUTPUT_KEY_PREFIXES)
     }
-    said = model_content.output_digest(output) if output else None
-    if said is not None:
-        attrs[model_content.OUTPUT_DIGEST_KEY] = said
+    choices = _choices(span) if span.events else ()
+    if output or choices:
+        said, chant = model_content.output_hashes(output, choices)
+        if said is not None:
+            attrs[model_content.OUTPUT_DIGEST_KEY] = said
+        if chant is not None:
+            attrs[model_content.OUTPUT_CHANT_KEY] = chant
     return attrs, span.status.code, span.status.message
+
+
+def _choices(span: Any) -> list[Any]:
+    """The output the span's ``gen_ai.choice`` events hold (the built-in output events)."""
+    wanted = dict(OUTPUT_EVENTS)
+    values = []
+    for event in span.events:
+        key = wanted.get(event.name)
+        if key is not None:
+            for kv in event.attributes:
+                if kv.key == key:
+                    values.append(any_value_to_python(kv.value))
+    return values
