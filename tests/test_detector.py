@@ -541,6 +541,35 @@ def test_overloaded_results_are_not_new_facts() -> None:
     assert kinds(report) == [(Kind.NO_NEW_FACTS, Action.BREAK)]
 
 
+def failed(i: int) -> ToolCall:
+    """A call with new arguments that fails with the tool's one generic error text."""
+    return call("lookup", args={"key": f"k{i}"}, result="tool error", status=Status.ERROR)
+
+
+def test_one_generic_error_escalates_as_failures_not_no_new_facts() -> None:
+    """Rounds that only failed with an error seen before escalate; no_new_facts does not break."""
+    report = run(rounds(*[[failed(i)] for i in range(8)]))
+    assert kinds(report) == [(Kind.FAILURES, Action.ESCALATE)]
+    assert report.verdict is Verdict.ESCALATE
+
+
+@pytest.mark.parametrize(
+    ("between", "breaks"),
+    [
+        pytest.param([failed(9)], True, id="failed-round-keeps-the-streak"),
+        pytest.param([new(9)], False, id="new-fact-round-resets-it"),
+    ],
+)
+def test_failed_rounds_neither_extend_nor_end_the_no_new_facts_streak(
+    between: list[ToolCall], breaks: bool
+) -> None:
+    """Three stale rounds, an all-failed round, then two stale ones break; a new fact resets."""
+    stale = [[seen(i)] for i in range(1, 4)]
+    events = rounds([seen(0)], [failed(0)], *stale, between, [seen(4)], [seen(5)])
+    report = run(events, StallPolicy(failure_streak=10))
+    assert ((Kind.NO_NEW_FACTS, Action.BREAK) in kinds(report)) is breaks
+
+
 def test_rounds_without_model_calls_are_one_call_each() -> None:
     """With no model calls each tool call is its own round, and its row carries the break."""
     report = run([seen(i) for i in range(6)])

@@ -44,7 +44,10 @@ Deliberate decisions, in rule order:
   captured or could not be fingerprinted, always counts as new. A round with
   one new fact anywhere is progress; a round in which every call was refused
   counts toward ``refused_rounds`` instead and leaves the no-new-facts streak
-  as it is.
+  as it is. So does a round whose calls all failed with an error seen before:
+  errors are the failure rules' evidence, and a tool that gives one generic
+  error text for every failure is broken (escalate), not done (break). An
+  overloaded call returned nothing at all: it still counts as no new fact.
 - ``failures`` counts per tool: ``error`` and ``overloaded`` extend the tool's
   streak, only that tool's success resets it, and a refused call does neither.
 - Budgets: refused calls did not run and cost nothing; the first
@@ -144,6 +147,8 @@ class _Round:
     ran: bool = False
     """Whether any of its calls ran (was not refused)."""
     new_fact: bool = False
+    stale: bool = False
+    """Whether a call in it ran, did not fail with an error, and brought nothing new."""
     overloaded: bool = False
     """Whether an overloaded call in it came off the call budget: it extends the round limit."""
 
@@ -154,7 +159,10 @@ class _Round:
         self.last = row
         if row.status is not _REFUSED:
             self.ran = True
-            self.new_fact = self.new_fact or row.new_fact
+            if row.new_fact:
+                self.new_fact = True
+            elif row.status is not _ERROR:
+                self.stale = True
 
 
 @dataclass(slots=True)
@@ -966,13 +974,19 @@ class RunDetector:
     def _no_new_facts_rule(self, current: _Round, last: LedgerRow) -> Finding | None:
         """``no_new_facts_limit`` rounds in a row whose calls ran but brought no new fact break.
 
-        A round in which a call ran also ends a streak of refused rounds.
+        A round in which a call ran also ends a streak of refused rounds. A round
+        whose calls all failed with errors seen before neither extends nor ends the
+        streak: a failure is evidence for ``failures`` and ``failure_loop``, which
+        escalate (report the broken tool) rather than break. A tool that answers
+        every failure with one generic text would otherwise read as "no new facts".
         """
         self._refused.reset()
         streak = self._no_new_facts
         if current.new_fact:
             streak.reset()
             return None
+        if not current.stale:
+            return None  # only failures, already seen: the failure rules judge those
         limit = self.policy.no_new_facts_limit
         if streak.bump(current.first_seq) != limit:
             return None
