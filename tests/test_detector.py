@@ -278,7 +278,8 @@ def test_uncaptured_content_is_never_a_repeat(args: Any, result: Any) -> None:
     """Calls whose content was not captured cannot be told apart, so they never repeat."""
     report = run([ToolCall("search", args, result)] * 6)
     assert of_kind(report, Kind.REPEAT) == []
-    assert stall_score(report.ledger) == 0.0
+    assert stall_score(report.ledger, report.verdict) == report.stall_score
+    assert report.stall_score == report.verdict.severity / 4
     assert all(row.repeat_of is None and row.count == 1 for row in report.ledger)
 
 
@@ -736,7 +737,7 @@ def test_verdict_is_the_most_severe() -> None:
 
 
 @pytest.mark.parametrize(
-    ("tools", "score"),
+    ("tools", "share"),
     [
         ([], 0.0),
         (["a"], 0.0),
@@ -746,12 +747,12 @@ def test_verdict_is_the_most_severe() -> None:
         (["a"] * 10, 0.9),
     ],
 )
-def test_stall_score(tools: list[str], score: float) -> None:
+def test_stall_score(tools: list[str], share: float) -> None:
     """The repeat share places the score within the verdict's quarter: (severity + share) / 4."""
     events = [call(t) for t in tools]
     report = detect(events, NO_DUP)[0] if events else RunDetector().finish()
-    assert stall_score(report.ledger) == pytest.approx(score)
-    assert report.stall_score == pytest.approx((report.verdict.severity + score) / 4)
+    assert report.stall_score == pytest.approx((report.verdict.severity + share) / 4)
+    assert stall_score(report.ledger, report.verdict) == report.stall_score
     assert report.verdict.severity / 4 <= report.stall_score < (report.verdict.severity + 1) / 4
 
 

@@ -431,13 +431,9 @@ class RunDetector:
     def stall_score(self) -> float:
         """The verdict's quarter of [0, 1), placed in it by the share of repeated calls.
 
-        ``(severity + repeats / calls) / 4`` with severity 0 (ok) to 3 (break):
-        the score orders runs as their verdicts do, so a ``break`` never scores
-        below a ``warn``, and within one verdict a run that repeated more scores higher.
+        The module's :func:`stall_score` over every call of the run (kept rows or not).
         """
-        calls = self._calls
-        share = self._repeats / calls if calls else 0.0
-        return (self.verdict.severity + share) / 4
+        return _score(self.verdict, self._repeats, self._calls)
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -1116,17 +1112,28 @@ def _newest(entries: dict[str, Any], count: int) -> dict[str, Any]:
     return dict(islice(entries.items(), excess, None))
 
 
-def stall_score(rows: Iterable[LedgerRow]) -> float:
-    """Rows that repeat an earlier full signature, divided by all rows (0.0 for none).
+def stall_score(rows: Iterable[LedgerRow], verdict: Verdict) -> float:
+    """The run report's ``stall.score``, from a run's ledger rows and its verdict.
 
-    The repeat share only: :attr:`RunDetector.stall_score` places it within the
-    verdict's quarter of [0, 1), so that the score agrees with the verdict.
+    ``(severity + repeats / rows) / 4``, severity 0 (ok) to 3 (break), repeats
+    the rows that repeat an earlier full signature: each verdict has its
+    quarter of [0, 1), so a ``break`` never scores below a ``warn``, and within
+    one verdict a run that repeated more scores higher. The verdict is an
+    argument because rows alone do not carry it (round-level findings fire
+    after their rows are returned). One definition with
+    :attr:`RunDetector.stall_score`, which counts the whole run's rows.
     """
     total = repeats = 0
     for row in rows:
         total += 1
         repeats += row.repeat_of is not None
-    return repeats / total if total else 0.0
+    return _score(verdict, repeats, total)
+
+
+def _score(verdict: Verdict, repeats: int, calls: int) -> float:
+    """The stall score's one formula: see :func:`stall_score`."""
+    share = repeats / calls if calls else 0.0
+    return (verdict.severity + share) / 4
 
 
 def detect(events: Iterable[Event], policy: StallPolicy | None = None) -> list[RunReport]:
