@@ -186,6 +186,7 @@ def test_cycle_thresholds_and_length_come_from_the_policy() -> None:
         ("OTEL_STALL_CYCLE_BREAK_AT", "cycle_break_at", 7),
         ("OTEL_STALL_MAX_CYCLE_LENGTH", "max_cycle_length", 3),
         ("OTEL_STALL_FAILURE_LOOP_AT", "failure_loop_at", 4),
+        ("OTEL_STALL_REPEAT_WINDOW", "repeat_window", 20),
     ],
 )
 def test_new_settings_read_the_environment(env: str, field: str, value: int) -> None:

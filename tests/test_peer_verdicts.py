@@ -40,9 +40,6 @@ PENDING: dict[str, str] = {
     "openhands/delegate_stuck[CodeActAgent:275feb65e4dbaccd]": (
         "#19 does not say whether a parent run takes on its delegate's stall"
     ),
-    "roo_code/scroll_interspersed": (
-        "no #19 rule as written: the identical ls calls are not back to back"
-    ),
 }
 """Case id -> why no implemented rule can reach ``expect`` yet (a strict xfail)."""
 

@@ -29,7 +29,9 @@ Deliberate decisions, in rule order:
   without content cannot be told apart, so they are never repeats (nor do they
   raise the stall score).
   Approval tools are still subject to it: the same side effect five times with
-  the same answer is a loop.
+  the same answer is a loop. Apart, ``warn_at`` identical signatures within
+  ``repeat_window`` calls warn (never break), whatever ran between, unless an
+  exempt or approval tool ran since (it may have changed what a read returns).
 - ``duplicate_call`` needs known arguments: two calls whose arguments were not
   captured may well differ. Only calls that ran and succeeded are "already
   executed": retrying after an error or an overload is legitimate. Exempt and
@@ -108,6 +110,7 @@ _CONTINUE: Final = Action.CONTINUE
 _RUN_MODE: Final = DuplicateMode.RUN
 _REFUSE: Final = Action.REFUSE
 _WARN_SEVERITY: Final = ACTION_SEVERITY[Action.WARN]
+_LOOP_KINDS: Final = (Kind.REPEAT, Kind.CYCLE)
 
 
 @dataclass(slots=True)
@@ -197,6 +200,8 @@ class RunDetector:
     """Full signature -> occurrences, for those seen more than once."""
     _repeats: int = field(default=0, init=False)
     """Calls that repeated an earlier full signature, for the stall score."""
+    _recurring: dict[str, tuple[int, ...] | None] = field(default_factory=dict, init=False)
+    """Repeated full signature -> seqs of its latest occurrences (``None``: reported)."""
     _last_signature: str | None = field(default=None, init=False)
     _consecutive: int = field(default=0, init=False)
     # repeat
@@ -346,9 +351,13 @@ class RunDetector:
                 self._ring.append(looped)
                 if self._cycling:
                     self._end_cycles()
+                if looped is None and self._recurring and (exempt or approval):
+                    self._recurring.clear()  # the world may have changed: reading again is new
             else:
                 state = self._cycle_periods(call, looped, seq, state, findings)
                 self._ring.append(looped)
+                if call.status is _OK:
+                    state = self._recurrence(call, looped, seq, repeat_of, state, findings)
         if not (exempt or approval):
             self._duplicate(call, digests, seq, same, findings)
         self._failures(call, digests, seq, findings)
@@ -514,6 +523,7 @@ class RunDetector:
         self._items = _newest(self._items, memory)
         first_seen, executed = self._first_seen, self._executed
         self._occurrences = {k: v for k, v in self._occurrences.items() if k in first_seen}
+        self._recurring = {k: v for k, v in self._recurring.items() if k in first_seen}
         self._executions = {k: v for k, v in self._executions.items() if k in executed}
 
     def _occurrence(self, signature: str | None, seq: int) -> tuple[int | None, int]:
@@ -613,6 +623,72 @@ class RunDetector:
                 )
             )
         return state
+
+    def _recurrence(
+        self,
+        call: ToolCall,
+        signature: str,
+        seq: int,
+        first_seq: int,
+        state: Action,
+        findings: list[Finding],
+    ) -> Action:
+        """The repeat rule apart: ``warn_at`` identical calls within ``repeat_window`` warn.
+
+        An identical call with an identical result brought nothing the first one
+        did not, whatever ran between (``ls``, a scroll, ``ls``, a scroll, ``ls``),
+        unless an exempt or approval tool ran since (it may have changed what a
+        read returns, so the count starts again). Warns, never breaks: the
+        back-to-back repeat, cycles and no-new-facts break. One loop is reported
+        once: not where the repeat or a cycle reports it (the row's state, a
+        whole period of a cycle under way, or their finding within the window),
+        and once per signature. Only repeated signatures get here.
+        """
+        recurring = self._recurring
+        before = recurring.get(signature, (first_seq,))
+        if before is None or ACTION_SEVERITY[state] >= _WARN_SEVERITY:
+            recurring[signature] = None  # reported, by this rule or another
+            return state
+        window = self.policy.repeat_window
+        if window is None:
+            return state  # off: only back-to-back repeats count
+        warn_at = self.policy.thresholds_for(call.tool)[0]
+        seqs = recurring[signature] = (*before, seq)[-warn_at:]
+        if len(seqs) < warn_at or seq - seqs[0] >= window:
+            return state
+        recurring[signature] = None
+        if self._loop_reported(seq, window):
+            return state
+        if self._consecutive > 1:
+            self._repeat_fired = Action.WARN  # the same loop: its streak's warn is this one
+        findings.append(
+            Finding(
+                Kind.REPEAT,
+                Action.WARN,
+                call.tool,
+                signature,
+                warn_at,
+                seqs[0],
+                seq,
+                self._round_number(),
+                messages.recurrence(call.tool, warn_at, seqs[0]),
+            )
+        )
+        return Action.WARN
+
+    def _loop_reported(self, seq: int, window: int) -> bool:
+        """Whether a cycle is under way, or a repeat or cycle finding fired within the window."""
+        runs = self._cycle_runs
+        if any(runs[k] >= k for k in range(2, len(runs))):
+            return True
+        for action in (Action.WARN, Action.BREAK):
+            latest = self._latest.get(action)
+            if latest is None:
+                continue
+            finding = latest[1]
+            if finding.kind in _LOOP_KINDS and seq - finding.seq < window:
+                return True
+        return False
 
     def _repeat_state(self, tool: str, consecutive: int) -> Action:
         """What ``consecutive`` identical calls of ``tool`` amount to, by its thresholds."""

@@ -23,6 +23,16 @@ def repeat(tool: str, count: int, first_seq: int, action: Action) -> str:
     )
 
 
+def recurrence(tool: str, count: int, first_seq: int) -> str:
+    """The same call with the same result again, with other calls between."""
+    return (
+        f"Stall: `{tool}` has been called {count} times since step {first_seq} with the same "
+        "arguments and returned the same result each time. Calling it again will not tell you "
+        "anything new: use that result, or change the arguments or the approach. "
+        "You may re-plan once."
+    )
+
+
 def duplicate(tool: str, first_seq: int) -> str:
     """A call that already ran in this run."""
     return (

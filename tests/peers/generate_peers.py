@@ -1704,7 +1704,8 @@ def roo() -> list[Scenario]:
             ),
             "stuck",
             "rule_scope",
-            "repeat (only if calls that brought new facts do not break the streak)",
+            "repeat, within its window: the same signature 3 times in 10 calls, not back to "
+            "back, warns",
             "ls, two scrolls, ls, one scroll, ls: the three ls calls give the same output; "
             "each scroll shows new headlines.",
             [
@@ -1723,8 +1724,6 @@ def roo() -> list[Scenario]:
                     ),
                 )
             ],
-            conflict="No #19 rule as written catches it: the ls calls are not back to back, "
-            "and the scrolls bring new facts. Roo Code leaves scroll calls out of its count.",
             peer_config="limit=2",
         ),
         Scenario(
