@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -81,7 +82,7 @@ def _agent(tracer: Any, name: str) -> Any:
 
 
 def issue_19_agents(tracer: Any) -> None:
-    """One run per #19 rule: failure loop, model failure loop, monologue, 2-step cycle; tokens."""
+    """One run per #19 rule: failure loops, monologue, 2-step cycle, stalled delegate; tokens."""
     with _agent(tracer, "failing"):
         for attempt in range(4):
             _chat(tracer, 100 + attempt)
@@ -98,6 +99,23 @@ def issue_19_agents(tracer: Any) -> None:
             _chat(tracer, 200)
             _tool(tracer, "ls", {"path": "/"}, ["a", "b"])
             _tool(tracer, "cat", {"path": "/a"}, "same text")
+    _delegating_agent(tracer)
+
+
+def _delegating_agent(tracer: Any) -> None:
+    """A parent whose delegates loop: an agent in its tool call, then an agent used as a tool."""
+    with _agent(tracer, "delegating"):
+        _chat(tracer, 100)
+        for tool, inner in (("delegate", True), ("ask_expert", False)):
+            attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
+            with (
+                tracer.start_as_current_span(f"execute_tool {tool}", attributes=attributes),
+                _agent(tracer, "delegate") if inner else contextlib.nullcontext(),
+            ):
+                for _ in range(4):
+                    _chat(tracer, 50)
+                    _tool(tracer, "browse", {"url": "/release"}, "the same page")
+            _chat(tracer, 100)
 
 
 @pytest.fixture(scope="module")
@@ -183,9 +201,25 @@ def test_replay_matches_live(
         assert replayed_events == _live_events(span), span.name
         enriched += bool(expected)
     verdicts = sorted(r.verdict.value for r in result.reports)
-    assert verdicts == ["break", "break", "break", "escalate", "escalate", "escalate", "ok"]
+    assert verdicts == [
+        "break",
+        "break",
+        "break",
+        "break",
+        "break",
+        "escalate",
+        "escalate",
+        "escalate",
+        "ok",
+        "warn",
+    ]
     kinds = {f.kind.value for r in result.reports for f in r.findings}
-    assert {"failure_loop", "model_failure_loop", "cycle", "monologue"} <= kinds
+    assert {"failure_loop", "model_failure_loop", "cycle", "monologue", "delegate_stalled"} <= kinds
+    (delegating,) = [r for r in result.reports if r.attributes.get("agent") == "delegating"]
+    assert [(f.kind.value, f.count) for f in delegating.findings] == [
+        ("delegate_stalled", 1),
+        ("delegate_stalled", 2),
+    ]
     wasted = [r for r in result.reports if r.wasted_tokens]
     assert len(wasted) >= 2
     assert enriched > 10

@@ -36,10 +36,6 @@ PENDING: dict[str, str] = {
     "gemini_cli/repeated_thought_process": _CHANTING,
     "gemini_cli/repetition_outside_code_block": _CHANTING,
     "gemini_cli/code_blocks_then_looping_text": _CHANTING,
-    # The manifest's conflicts: no #19 rule as written reaches these.
-    "openhands/delegate_stuck[CodeActAgent:275feb65e4dbaccd]": (
-        "#19 does not say whether a parent run takes on its delegate's stall"
-    ),
 }
 """Case id -> why no implemented rule can reach ``expect`` yet (a strict xfail)."""
 

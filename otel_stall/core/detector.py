@@ -247,6 +247,8 @@ class RunDetector:
     """Index k: the most severe finding of the current period-k cycle."""
     _cycling: bool = field(default=False, init=False)
     """Whether any of ``_cycle_runs`` is above 0."""
+    _delegates_stalled: int = field(default=0, init=False)
+    """Sub-agent runs of this run that ended at warn or above."""
     # wasted cost: from the first finding at warn or above to the run's end
     _onset_ns: int | None = field(default=None, init=False)
     _wasted_calls: int = field(default=0, init=False)
@@ -313,6 +315,38 @@ class RunDetector:
         if findings:
             self._record(findings)
         return findings
+
+    def delegate_ended(
+        self, agent: str | None, verdict: Verdict, end_ns: int
+    ) -> tuple[Finding, ...]:
+        """A sub-agent run this run spawned ended: ``delegate_stalled`` if it stalled.
+
+        A delegate that ended at ``warn`` or above went round in circles; the
+        parent that handed it the task is stuck too unless it re-plans (OpenHands
+        calls the parent stuck). Warns, once per stalled delegate. Fed when the
+        child run ends, in time order among this run's calls: live, the
+        child's run span ends before the parent's; replay and the gateway order
+        it by the child's end.
+        """
+        self._now_ns = end_ns
+        self._end_ns = max(self._end_ns, end_ns)
+        if verdict.severity < Verdict.WARN.severity:
+            return ()
+        self._delegates_stalled += 1
+        name = agent or "a sub-agent"
+        finding = Finding(
+            Kind.DELEGATE_STALLED,
+            Action.WARN,
+            name,
+            "",
+            self._delegates_stalled,
+            self._calls,
+            self._calls,
+            self._round_number(),
+            messages.delegate_stalled(name, verdict.value),
+        )
+        self._record((finding,))
+        return (finding,)
 
     def tool_call(self, call: ToolCall, digests: Digests | None = None) -> Observation:
         """Record one tool call; ``digests`` may be computed beforehand, outside any lock.

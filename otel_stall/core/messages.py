@@ -132,3 +132,13 @@ def monologue(count: int, action: Action) -> str:
     if action is Action.BREAK:
         return head + " The loop is stopped: give your final answer now."
     return head + " Repeating it will not change the outcome: take a different step or finish."
+
+
+def delegate_stalled(agent: str, verdict: str) -> str:
+    """A sub-agent this run handed a task to ended stalled."""
+    return (
+        f"Stall: the agent you handed a task to ({agent}) ended stuck (verdict {verdict}): it "
+        "went round in circles without finishing. Handing it the same task again will loop "
+        "again: re-plan instead. Split the task, give it what it was missing, or do it "
+        "another way."
+    )

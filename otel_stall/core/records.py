@@ -75,6 +75,8 @@ class Kind(str, enum.Enum):
     """A sequence of 2 to ``max_cycle_length`` calls repeating back to back."""
     MONOLOGUE = "monologue"
     """The model saying the same thing again and again, with no new fact between."""
+    DELEGATE_STALLED = "delegate_stalled"
+    """A sub-agent run this run spawned ended at ``warn`` or above."""
 
     def __str__(self) -> str:
         return self.value

@@ -857,7 +857,7 @@ def openhands() -> list[Scenario]:
             "TestAgentController::test_is_stuck_delegate_stuck",
             "stuck",
             "rule_scope",
-            "repeat (in the delegate); the parent's verdict is open",
+            "repeat (in the delegate); delegate_stalled (in the parent)",
             "The main agent hands a task to a browsing agent, which opens the same page "
             "four times with the same result; OpenHands calls the parent stuck because "
             "its delegate is.",
@@ -889,8 +889,6 @@ def openhands() -> list[Scenario]:
                     judgement="stuck",
                 ),
             ],
-            conflict="#19 does not say whether a parent run takes on its delegate's stall; "
-            "otel-stall judges each invoke_agent run on its own calls.",
         ),
     ]
 
