@@ -8,7 +8,10 @@ on the payloads of ``bench_detector.py``:
   ``alone``: ``RunDetector.tool_call`` on records whose digests were computed
   before; minus ``sign`` (the same set-up without the calls), the detector's
   own work: the rules and the ledger;
-  ``whole``: building the record and signing it as well (what a span costs).
+  ``whole``: building the record and signing it as well (what a span costs);
+  minus ``setup`` (making the payloads, which grows with ``--calls`` too, at
+  about 390k instructions a call: more than the call itself), a call's cost.
+  ``whole`` alone is no per-call cost: its difference is mostly the payloads'.
 
 Side by side against another checkout: run the same command with
 ``PYTHONPATH=<other root>:<site-packages> python -S`` from outside either root.
@@ -34,7 +37,7 @@ from otel_stall.core.records import ModelCall, ToolCall
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=4000)
-    parser.add_argument("--mode", choices=("alone", "whole", "sign"), default="alone")
+    parser.add_argument("--mode", choices=("alone", "whole", "sign", "setup"), default="alone")
     parser.add_argument("--noisy", action="store_true")
     parser.add_argument(
         "--no-items", action="store_true", help="item_novelty off: no item digests to work out"
@@ -53,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             if n % 4 == 0:
                 run.model_call(ModelCall())
             run.tool_call(call, digests)
-    else:
+    elif options.mode == "whole":
         for n, (tool, args, result) in enumerate(payloads):
             if n % 4 == 0:
                 run.model_call(ModelCall())

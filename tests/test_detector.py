@@ -97,11 +97,11 @@ def test_fixture_verdicts(trace_events: Events, stem: str, verdict: Verdict) -> 
 
 
 def test_loop_fixture_breaks_on_the_fifth_repeat(trace_events: Events) -> None:
-    """The loop warns at the 3rd and breaks at the 5th back-to-back identical search."""
+    """The loop warns at the 3rd identical search (a read between), breaks at the 5th in a row."""
     report = run(trace_events("loop"))
     repeats = of_kind(report, Kind.REPEAT)
     assert [(f.action, f.count, f.first_seq, f.seq) for f in repeats] == [
-        (Action.WARN, 3, 3, 5),
+        (Action.WARN, 3, 1, 4),
         (Action.BREAK, 5, 3, 7),
     ]
     assert [row.count for row in report.ledger if row.tool == "search"] == [1, 2, 3, 4, 5, 6]
@@ -237,10 +237,87 @@ def test_repeat_thresholds_per_tool() -> None:
 
 def test_repeat_streak_resets_on_a_different_call() -> None:
     """Another call in between starts the back-to-back count over."""
-    report = run([call(), call(), call("read"), call(), call()], NO_DUP)
+    policy = StallPolicy(duplicate_mode=DuplicateMode.OFF, repeat_window=None)
+    report = run([call(), call(), call("read"), call(), call()], policy)
     assert [row.consecutive for row in report.ledger] == [1, 2, 1, 1, 2]
     assert report.findings == ()
     assert [row.repeat_of for row in report.ledger] == [None, 1, None, 1, 1]
+
+
+def ls() -> ToolCall:
+    """The same listing with the same output every time."""
+    return call("ls", args={"path": "."}, result=["a.py", "b.py"])
+
+
+def scroll(page: int) -> ToolCall:
+    """A scroll that shows a page not seen before."""
+    return call("scroll", args={"page": page}, result=[f"headline {page}"])
+
+
+def test_identical_calls_with_others_between_warn_at_the_third() -> None:
+    """ls, scroll, scroll, ls, scroll, ls: the 3rd identical ls within the window warns."""
+    report = run([ls(), scroll(1), scroll(2), ls(), scroll(3), ls()])
+    (finding,) = of_kind(report, Kind.REPEAT)
+    assert (finding.action, finding.tool, finding.count, finding.first_seq, finding.seq) == (
+        Action.WARN,
+        "ls",
+        3,
+        1,
+        6,
+    )
+    assert report.verdict is Verdict.WARN
+    assert report.ledger[-1].action is Action.WARN
+
+
+@pytest.mark.parametrize(
+    ("calls", "policy"),
+    [
+        pytest.param(
+            [ls(), *map(scroll, range(5)), ls(), *map(scroll, range(5, 9)), ls()],
+            None,
+            id="beyond-the-window",
+        ),
+        pytest.param(
+            [ls(), scroll(1), ls(), scroll(2), ls()],
+            StallPolicy(repeat_window=None),
+            id="window-off",
+        ),
+        pytest.param(
+            [ls(), call("send", approval=True), ls(), call("send", approval=True), ls()],
+            None,
+            id="approval-tool-between",
+        ),
+        pytest.param(
+            [ls(), call("wait", exempt=True), ls(), call("wait", exempt=True), ls()],
+            None,
+            id="exempt-tool-between",
+        ),
+        pytest.param(
+            [call("ls", args={"path": "."}, result=[i]) for i in range(3)],
+            None,
+            id="results-differ",
+        ),
+    ],
+)
+def test_identical_calls_apart_stay_ok(calls: list[ToolCall], policy: StallPolicy | None) -> None:
+    """Beyond the window, with the window off, after a side effect or with new results: ok."""
+    report = run(calls, policy)
+    assert of_kind(report, Kind.REPEAT) == []
+    assert report.verdict is Verdict.OK
+
+
+def test_a_recurring_call_is_reported_once() -> None:
+    """The 3rd ls warns; a 4th and 5th within the window add no finding."""
+    report = run([ls(), scroll(1), ls(), scroll(2), ls(), scroll(3), ls(), scroll(4), ls()])
+    assert [(f.kind, f.seq) for f in report.findings if f.action is Action.WARN] == [
+        (Kind.REPEAT, 5)
+    ]
+
+
+def test_a_cycle_is_reported_by_the_cycle_rule_alone() -> None:
+    """A B A B A B: the cycle rule warns; the recurring A and B add no repeat finding."""
+    report = run([ls(), scroll(1)] * 3, NO_DUP)
+    assert kinds(report) == [(Kind.CYCLE, Action.WARN)]
 
 
 def test_repeat_fires_again_after_a_reset() -> None:
@@ -278,7 +355,8 @@ def test_uncaptured_content_is_never_a_repeat(args: Any, result: Any) -> None:
     """Calls whose content was not captured cannot be told apart, so they never repeat."""
     report = run([ToolCall("search", args, result)] * 6)
     assert of_kind(report, Kind.REPEAT) == []
-    assert stall_score(report.ledger) == 0.0
+    assert stall_score(report.ledger, report.verdict) == report.stall_score
+    assert report.stall_score == report.verdict.severity / 4
     assert all(row.repeat_of is None and row.count == 1 for row in report.ledger)
 
 
@@ -541,6 +619,35 @@ def test_overloaded_results_are_not_new_facts() -> None:
     assert kinds(report) == [(Kind.NO_NEW_FACTS, Action.BREAK)]
 
 
+def failed(i: int) -> ToolCall:
+    """A call with new arguments that fails with the tool's one generic error text."""
+    return call("lookup", args={"key": f"k{i}"}, result="tool error", status=Status.ERROR)
+
+
+def test_one_generic_error_escalates_as_failures_not_no_new_facts() -> None:
+    """Rounds that only failed with an error seen before escalate; no_new_facts does not break."""
+    report = run(rounds(*[[failed(i)] for i in range(8)]))
+    assert kinds(report) == [(Kind.FAILURES, Action.ESCALATE)]
+    assert report.verdict is Verdict.ESCALATE
+
+
+@pytest.mark.parametrize(
+    ("between", "breaks"),
+    [
+        pytest.param([failed(9)], True, id="failed-round-keeps-the-streak"),
+        pytest.param([new(9)], False, id="new-fact-round-resets-it"),
+    ],
+)
+def test_failed_rounds_neither_extend_nor_end_the_no_new_facts_streak(
+    between: list[ToolCall], breaks: bool
+) -> None:
+    """Three stale rounds, an all-failed round, then two stale ones break; a new fact resets."""
+    stale = [[seen(i)] for i in range(1, 4)]
+    events = rounds([seen(0)], [failed(0)], *stale, between, [seen(4)], [seen(5)])
+    report = run(events, StallPolicy(failure_streak=10))
+    assert ((Kind.NO_NEW_FACTS, Action.BREAK) in kinds(report)) is breaks
+
+
 def test_rounds_without_model_calls_are_one_call_each() -> None:
     """With no model calls each tool call is its own round, and its row carries the break."""
     report = run([seen(i) for i in range(6)])
@@ -707,7 +814,7 @@ def test_verdict_is_the_most_severe() -> None:
 
 
 @pytest.mark.parametrize(
-    ("tools", "score"),
+    ("tools", "share"),
     [
         ([], 0.0),
         (["a"], 0.0),
@@ -717,12 +824,12 @@ def test_verdict_is_the_most_severe() -> None:
         (["a"] * 10, 0.9),
     ],
 )
-def test_stall_score(tools: list[str], score: float) -> None:
+def test_stall_score(tools: list[str], share: float) -> None:
     """The repeat share places the score within the verdict's quarter: (severity + share) / 4."""
     events = [call(t) for t in tools]
     report = detect(events, NO_DUP)[0] if events else RunDetector().finish()
-    assert stall_score(report.ledger) == pytest.approx(score)
-    assert report.stall_score == pytest.approx((report.verdict.severity + score) / 4)
+    assert report.stall_score == pytest.approx((report.verdict.severity + share) / 4)
+    assert stall_score(report.ledger, report.verdict) == report.stall_score
     assert report.verdict.severity / 4 <= report.stall_score < (report.verdict.severity + 1) / 4
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from otel_stall.core.detector import detect
+from otel_stall.core.detector import RunDetector, detect
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import (
     Action,
@@ -186,6 +186,7 @@ def test_cycle_thresholds_and_length_come_from_the_policy() -> None:
         ("OTEL_STALL_CYCLE_BREAK_AT", "cycle_break_at", 7),
         ("OTEL_STALL_MAX_CYCLE_LENGTH", "max_cycle_length", 3),
         ("OTEL_STALL_FAILURE_LOOP_AT", "failure_loop_at", 4),
+        ("OTEL_STALL_REPEAT_WINDOW", "repeat_window", 20),
     ],
 )
 def test_new_settings_read_the_environment(env: str, field: str, value: int) -> None:
@@ -308,3 +309,40 @@ def test_output_text_is_read_in_each_convention(attrs: dict[str, Any]) -> None:
 
     assert output_text(attrs) == "Hi"
     assert output_digest(attrs) == output_digest({"gen_ai.completion.0.content": "hi"})
+
+
+# -- delegate_stalled ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("verdict", "fires"),
+    [
+        pytest.param(Verdict.OK, False, id="ok"),
+        pytest.param(Verdict.WARN, True, id="warn"),
+        pytest.param(Verdict.ESCALATE, True, id="escalate"),
+        pytest.param(Verdict.BREAK, True, id="break"),
+    ],
+)
+def test_a_delegate_that_stalled_warns_its_parent(verdict: Verdict, fires: bool) -> None:
+    """A sub-agent run that ended at warn or above gives its parent delegate_stalled at warn."""
+    detector = RunDetector()
+    detector.model_call(ModelCall())
+    detector.tool_call(ok("delegate", "find the release date", "done"))
+    findings = detector.delegate_ended("BrowsingAgent", verdict, 5_000_000_000)
+    report = detector.finish()
+    expected = [(Action.WARN, 1, 1)] if fires else []
+    assert of_kind(report, Kind.DELEGATE_STALLED) == expected
+    assert [f.tool for f in findings] == (["BrowsingAgent"] if fires else [])
+    assert report.verdict is (Verdict.WARN if fires else Verdict.OK)
+
+
+def test_each_stalled_delegate_is_counted() -> None:
+    """Handing the task again to a delegate that stalls again warns again, counting them."""
+    detector = RunDetector()
+    detector.model_call(ModelCall())
+    for _ in range(2):
+        detector.delegate_ended(None, Verdict.BREAK, 0)
+    (first, second) = detector.finish().findings
+    assert (first.count, second.count) == (1, 2)
+    assert "re-plan" in second.message
+    assert "a sub-agent" in second.message

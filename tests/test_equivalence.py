@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -64,8 +65,8 @@ def _chat(
         if error is not None:
             span.set_status(StatusCode.ERROR, f"{error}: the request was rejected")
         if choice:
-            message = json.dumps([{"text": choice}])
-            span.add_event("gen_ai.choice", {"message": message, "finish_reason": "end_turn"})
+            body = json.dumps([{"text": choice}])
+            span.add_event("gen_ai.choice", {"message": body, "finish_reason": "end_turn"})
 
 
 def _tool(tracer: Any, tool: str, args: dict[str, Any], result: Any, error: str = "") -> None:
@@ -89,7 +90,7 @@ def _agent(tracer: Any, name: str) -> Any:
 
 
 def issue_19_agents(tracer: Any) -> None:
-    """One run per #19 rule: failure loop, model failure loop, monologue, 2-step cycle; tokens.
+    """One run per #19 rule: failure loops, monologue, 2-step cycle, stalled delegate; tokens.
 
     Chanting twice: within one output, and across two outputs read from
     ``gen_ai.choice`` events (six copies each: only the carry makes ten).
@@ -116,6 +117,23 @@ def issue_19_agents(tracer: Any) -> None:
             _chat(tracer, 200)
             _tool(tracer, "ls", {"path": "/"}, ["a", "b"])
             _tool(tracer, "cat", {"path": "/a"}, "same text")
+    _delegating_agent(tracer)
+
+
+def _delegating_agent(tracer: Any) -> None:
+    """A parent whose delegates loop: an agent in its tool call, then an agent used as a tool."""
+    with _agent(tracer, "delegating"):
+        _chat(tracer, 100)
+        for tool, inner in (("delegate", True), ("ask_expert", False)):
+            attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
+            with (
+                tracer.start_as_current_span(f"execute_tool {tool}", attributes=attributes),
+                _agent(tracer, "delegate") if inner else contextlib.nullcontext(),
+            ):
+                for _ in range(4):
+                    _chat(tracer, 50)
+                    _tool(tracer, "browse", {"url": "/release"}, "the same page")
+            _chat(tracer, 100)
 
 
 @pytest.fixture(scope="module")
@@ -205,15 +223,30 @@ def test_replay_matches_live(
         "break",
         "break",
         "break",
+        "break",
+        "break",
         "escalate",
         "escalate",
         "escalate",
         "ok",
         "warn",
         "warn",
+        "warn",
     ]
     kinds = {f.kind.value for r in result.reports for f in r.findings}
-    assert {"failure_loop", "model_failure_loop", "cycle", "monologue", "chanting"} <= kinds
+    assert {
+        "failure_loop",
+        "model_failure_loop",
+        "cycle",
+        "monologue",
+        "chanting",
+        "delegate_stalled",
+    } <= kinds
+    (delegating,) = [r for r in result.reports if r.attributes.get("agent") == "delegating"]
+    assert [(f.kind.value, f.count) for f in delegating.findings] == [
+        ("delegate_stalled", 1),
+        ("delegate_stalled", 2),
+    ]
     wasted = [r for r in result.reports if r.wasted_tokens]
     assert len(wasted) >= 2
     assert enriched > 10

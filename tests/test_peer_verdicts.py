@@ -5,8 +5,7 @@ names the fixture (and the run), the manifest entry gives the peer's judgement
 and a link to the peer's test. ``warn_or_above`` means the replay's verdict is
 ``warn``, ``escalate`` or ``break``; ``ok`` means ``ok``. Where #19's rules
 knowingly differ from the peer, the manifest's ``conflict`` says why, and the
-case asserts #19's ``expect``. Cases that no rule implemented yet can meet are
-strict xfails naming the missing rule: they fail the suite once they pass.
+case asserts #19's ``expect``.
 """
 
 from __future__ import annotations
@@ -23,20 +22,6 @@ from otel_stall.offline.report import run_json
 
 PEERS = Path(__file__).parent / "peers"
 
-_FAILURE_LOOP = "failure loop rule not implemented yet"
-_MODEL_FAILURE_LOOP = "model failure loop rule not implemented yet"
-_CYCLE = "cycle rule not implemented yet"
-PENDING: dict[str, str] = {
-    # The manifest's conflicts: no #19 rule as written reaches these.
-    "openhands/delegate_stuck[CodeActAgent:275feb65e4dbaccd]": (
-        "#19 does not say whether a parent run takes on its delegate's stall"
-    ),
-    "roo_code/scroll_interspersed": (
-        "no #19 rule as written: the identical ls calls are not back to back"
-    ),
-}
-"""Case id -> why no implemented rule can reach ``expect`` yet (a strict xfail)."""
-
 
 def _cases() -> list[Any]:
     toml = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
@@ -48,12 +33,7 @@ def _cases() -> list[Any]:
             case_id = scenario["id"]
             if run["run_span_id"] is not None:
                 case_id += f"[{run.get('agent')}:{run['run_span_id']}]"
-            marks = []
-            if case_id in PENDING:
-                marks.append(pytest.mark.xfail(reason=PENDING[case_id], strict=True))
-            cases.append(
-                pytest.param(scenario, run["run_span_id"], run["expect"], id=case_id, marks=marks)
-            )
+            cases.append(pytest.param(scenario, run["run_span_id"], run["expect"], id=case_id))
     return cases
 
 

@@ -29,7 +29,9 @@ Deliberate decisions, in rule order:
   without content cannot be told apart, so they are never repeats (nor do they
   raise the stall score).
   Approval tools are still subject to it: the same side effect five times with
-  the same answer is a loop.
+  the same answer is a loop. Apart, ``warn_at`` identical signatures within
+  ``repeat_window`` calls warn (never break), whatever ran between, unless an
+  exempt or approval tool ran since (it may have changed what a read returns).
 - ``duplicate_call`` needs known arguments: two calls whose arguments were not
   captured may well differ. Only calls that ran and succeeded are "already
   executed": retrying after an error or an overload is legitimate. Exempt and
@@ -44,7 +46,10 @@ Deliberate decisions, in rule order:
   captured or could not be fingerprinted, always counts as new. A round with
   one new fact anywhere is progress; a round in which every call was refused
   counts toward ``refused_rounds`` instead and leaves the no-new-facts streak
-  as it is.
+  as it is. So does a round whose calls all failed with an error seen before:
+  errors are the failure rules' evidence, and a tool that gives one generic
+  error text for every failure is broken (escalate), not done (break). An
+  overloaded call returned nothing at all: it still counts as no new fact.
 - ``failures`` counts per tool: ``error`` and ``overloaded`` extend the tool's
   streak, only that tool's success resets it, and a refused call does neither.
 - Budgets: refused calls did not run and cost nothing; the first
@@ -106,6 +111,7 @@ _CONTINUE: Final = Action.CONTINUE
 _RUN_MODE: Final = DuplicateMode.RUN
 _REFUSE: Final = Action.REFUSE
 _WARN_SEVERITY: Final = ACTION_SEVERITY[Action.WARN]
+_LOOP_KINDS: Final = (Kind.REPEAT, Kind.CYCLE)
 
 
 @dataclass(slots=True)
@@ -145,6 +151,8 @@ class _Round:
     ran: bool = False
     """Whether any of its calls ran (was not refused)."""
     new_fact: bool = False
+    stale: bool = False
+    """Whether a call in it ran, did not fail with an error, and brought nothing new."""
     overloaded: bool = False
     """Whether an overloaded call in it came off the call budget: it extends the round limit."""
 
@@ -155,7 +163,10 @@ class _Round:
         self.last = row
         if row.status is not _REFUSED:
             self.ran = True
-            self.new_fact = self.new_fact or row.new_fact
+            if row.new_fact:
+                self.new_fact = True
+            elif row.status is not _ERROR:
+                self.stale = True
 
 
 @dataclass(slots=True)
@@ -190,6 +201,8 @@ class RunDetector:
     """Full signature -> occurrences, for those seen more than once."""
     _repeats: int = field(default=0, init=False)
     """Calls that repeated an earlier full signature, for the stall score."""
+    _recurring: dict[str, tuple[int, ...] | None] = field(default_factory=dict, init=False)
+    """Repeated full signature -> seqs of its latest occurrences (``None``: reported)."""
     _last_signature: str | None = field(default=None, init=False)
     _consecutive: int = field(default=0, init=False)
     # repeat
@@ -242,6 +255,8 @@ class RunDetector:
     """Index k: the most severe finding of the current period-k cycle."""
     _cycling: bool = field(default=False, init=False)
     """Whether any of ``_cycle_runs`` is above 0."""
+    _delegates_stalled: int = field(default=0, init=False)
+    """Sub-agent runs of this run that ended at warn or above."""
     # wasted cost: from the first finding at warn or above to the run's end
     _onset_ns: int | None = field(default=None, init=False)
     _wasted_calls: int = field(default=0, init=False)
@@ -313,6 +328,38 @@ class RunDetector:
             self._record(findings)
         return findings
 
+    def delegate_ended(
+        self, agent: str | None, verdict: Verdict, end_ns: int
+    ) -> tuple[Finding, ...]:
+        """A sub-agent run this run spawned ended: ``delegate_stalled`` if it stalled.
+
+        A delegate that ended at ``warn`` or above went round in circles; the
+        parent that handed it the task is stuck too unless it re-plans (OpenHands
+        calls the parent stuck). Warns, once per stalled delegate. Fed when the
+        child run ends, in time order among this run's calls: live, the
+        child's run span ends before the parent's; replay and the gateway order
+        it by the child's end.
+        """
+        self._now_ns = end_ns
+        self._end_ns = max(self._end_ns, end_ns)
+        if verdict.severity < Verdict.WARN.severity:
+            return ()
+        self._delegates_stalled += 1
+        name = agent or "a sub-agent"
+        finding = Finding(
+            Kind.DELEGATE_STALLED,
+            Action.WARN,
+            name,
+            "",
+            self._delegates_stalled,
+            self._calls,
+            self._calls,
+            self._round_number(),
+            messages.delegate_stalled(name, verdict.value),
+        )
+        self._record((finding,))
+        return (finding,)
+
     def tool_call(self, call: ToolCall, digests: Digests | None = None) -> Observation:
         """Record one tool call; ``digests`` may be computed beforehand, outside any lock.
 
@@ -350,9 +397,13 @@ class RunDetector:
                 self._ring.append(looped)
                 if self._cycling:
                     self._end_cycles()
+                if looped is None and self._recurring and (exempt or approval):
+                    self._recurring.clear()  # the world may have changed: reading again is new
             else:
                 state = self._cycle_periods(call, looped, seq, state, findings)
                 self._ring.append(looped)
+                if call.status is _OK:
+                    state = self._recurrence(call, looped, seq, repeat_of, state, findings)
         if not (exempt or approval):
             self._duplicate(call, digests, seq, same, findings)
         self._failures(call, digests, seq, findings)
@@ -435,13 +486,9 @@ class RunDetector:
     def stall_score(self) -> float:
         """The verdict's quarter of [0, 1), placed in it by the share of repeated calls.
 
-        ``(severity + repeats / calls) / 4`` with severity 0 (ok) to 3 (break):
-        the score orders runs as their verdicts do, so a ``break`` never scores
-        below a ``warn``, and within one verdict a run that repeated more scores higher.
+        The module's :func:`stall_score` over every call of the run (kept rows or not).
         """
-        calls = self._calls
-        share = self._repeats / calls if calls else 0.0
-        return (self.verdict.severity + share) / 4
+        return _score(self.verdict, self._repeats, self._calls)
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -522,6 +569,7 @@ class RunDetector:
         self._items = _newest(self._items, memory)
         first_seen, executed = self._first_seen, self._executed
         self._occurrences = {k: v for k, v in self._occurrences.items() if k in first_seen}
+        self._recurring = {k: v for k, v in self._recurring.items() if k in first_seen}
         self._executions = {k: v for k, v in self._executions.items() if k in executed}
 
     def _occurrence(self, signature: str | None, seq: int) -> tuple[int | None, int]:
@@ -621,6 +669,72 @@ class RunDetector:
                 )
             )
         return state
+
+    def _recurrence(
+        self,
+        call: ToolCall,
+        signature: str,
+        seq: int,
+        first_seq: int,
+        state: Action,
+        findings: list[Finding],
+    ) -> Action:
+        """The repeat rule apart: ``warn_at`` identical calls within ``repeat_window`` warn.
+
+        An identical call with an identical result brought nothing the first one
+        did not, whatever ran between (``ls``, a scroll, ``ls``, a scroll, ``ls``),
+        unless an exempt or approval tool ran since (it may have changed what a
+        read returns, so the count starts again). Warns, never breaks: the
+        back-to-back repeat, cycles and no-new-facts break. One loop is reported
+        once: not where the repeat or a cycle reports it (the row's state, a
+        whole period of a cycle under way, or their finding within the window),
+        and once per signature. Only repeated signatures get here.
+        """
+        recurring = self._recurring
+        before = recurring.get(signature, (first_seq,))
+        if before is None or ACTION_SEVERITY[state] >= _WARN_SEVERITY:
+            recurring[signature] = None  # reported, by this rule or another
+            return state
+        window = self.policy.repeat_window
+        if window is None:
+            return state  # off: only back-to-back repeats count
+        warn_at = self.policy.thresholds_for(call.tool)[0]
+        seqs = recurring[signature] = (*before, seq)[-warn_at:]
+        if len(seqs) < warn_at or seq - seqs[0] >= window:
+            return state
+        recurring[signature] = None
+        if self._loop_reported(seq, window):
+            return state
+        if self._consecutive > 1:
+            self._repeat_fired = Action.WARN  # the same loop: its streak's warn is this one
+        findings.append(
+            Finding(
+                Kind.REPEAT,
+                Action.WARN,
+                call.tool,
+                signature,
+                warn_at,
+                seqs[0],
+                seq,
+                self._round_number(),
+                messages.recurrence(call.tool, warn_at, seqs[0]),
+            )
+        )
+        return Action.WARN
+
+    def _loop_reported(self, seq: int, window: int) -> bool:
+        """Whether a cycle is under way, or a repeat or cycle finding fired within the window."""
+        runs = self._cycle_runs
+        if any(runs[k] >= k for k in range(2, len(runs))):
+            return True
+        for action in (Action.WARN, Action.BREAK):
+            latest = self._latest.get(action)
+            if latest is None:
+                continue
+            finding = latest[1]
+            if finding.kind in _LOOP_KINDS and seq - finding.seq < window:
+                return True
+        return False
 
     def _repeat_state(self, tool: str, consecutive: int) -> Action:
         """What ``consecutive`` identical calls of ``tool`` amount to, by its thresholds."""
@@ -1014,13 +1128,19 @@ class RunDetector:
     def _no_new_facts_rule(self, current: _Round, last: LedgerRow) -> Finding | None:
         """``no_new_facts_limit`` rounds in a row whose calls ran but brought no new fact break.
 
-        A round in which a call ran also ends a streak of refused rounds.
+        A round in which a call ran also ends a streak of refused rounds. A round
+        whose calls all failed with errors seen before neither extends nor ends the
+        streak: a failure is evidence for ``failures`` and ``failure_loop``, which
+        escalate (report the broken tool) rather than break. A tool that answers
+        every failure with one generic text would otherwise read as "no new facts".
         """
         self._refused.reset()
         streak = self._no_new_facts
         if current.new_fact:
             streak.reset()
             return None
+        if not current.stale:
+            return None  # only failures, already seen: the failure rules judge those
         limit = self.policy.no_new_facts_limit
         if streak.bump(current.first_seq) != limit:
             return None
@@ -1150,17 +1270,28 @@ def _newest(entries: dict[str, Any], count: int) -> dict[str, Any]:
     return dict(islice(entries.items(), excess, None))
 
 
-def stall_score(rows: Iterable[LedgerRow]) -> float:
-    """Rows that repeat an earlier full signature, divided by all rows (0.0 for none).
+def stall_score(rows: Iterable[LedgerRow], verdict: Verdict) -> float:
+    """The run report's ``stall.score``, from a run's ledger rows and its verdict.
 
-    The repeat share only: :attr:`RunDetector.stall_score` places it within the
-    verdict's quarter of [0, 1), so that the score agrees with the verdict.
+    ``(severity + repeats / rows) / 4``, severity 0 (ok) to 3 (break), repeats
+    the rows that repeat an earlier full signature: each verdict has its
+    quarter of [0, 1), so a ``break`` never scores below a ``warn``, and within
+    one verdict a run that repeated more scores higher. The verdict is an
+    argument because rows alone do not carry it (round-level findings fire
+    after their rows are returned). One definition with
+    :attr:`RunDetector.stall_score`, which counts the whole run's rows.
     """
     total = repeats = 0
     for row in rows:
         total += 1
         repeats += row.repeat_of is not None
-    return repeats / total if total else 0.0
+    return _score(verdict, repeats, total)
+
+
+def _score(verdict: Verdict, repeats: int, calls: int) -> float:
+    """The stall score's one formula: see :func:`stall_score`."""
+    share = repeats / calls if calls else 0.0
+    return (verdict.severity + share) / 4
 
 
 def detect(events: Iterable[Event], policy: StallPolicy | None = None) -> list[RunReport]:

@@ -23,6 +23,16 @@ def repeat(tool: str, count: int, first_seq: int, action: Action) -> str:
     )
 
 
+def recurrence(tool: str, count: int, first_seq: int) -> str:
+    """The same call with the same result again, with other calls between."""
+    return (
+        f"Stall: `{tool}` has been called {count} times since step {first_seq} with the same "
+        "arguments and returned the same result each time. Calling it again will not tell you "
+        "anything new: use that result, or change the arguments or the approach. "
+        "You may re-plan once."
+    )
+
+
 def duplicate(tool: str, first_seq: int) -> str:
     """A call that already ran in this run."""
     return (
@@ -130,4 +140,14 @@ def chanting(count: int) -> str:
         f"Stall: your output repeats the same passage ({count} times, close together). "
         "Stop repeating it: say what you need or what is blocking you, take a different "
         "step, or finish."
+    )
+
+
+def delegate_stalled(agent: str, verdict: str) -> str:
+    """A sub-agent this run handed a task to ended stalled."""
+    return (
+        f"Stall: the agent you handed a task to ({agent}) ended stuck (verdict {verdict}): it "
+        "went round in circles without finishing. Handing it the same task again will loop "
+        "again: re-plan instead. Split the task, give it what it was missing, or do it "
+        "another way."
     )

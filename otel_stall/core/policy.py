@@ -79,6 +79,13 @@ class StallPolicy:
     """Back-to-back identical signatures that warn and allow one re-plan."""
     break_at: int = env_field(5, "BREAK_AT", parse_int, "a whole number above WARN_AT")
     """Back-to-back identical signatures that break the loop."""
+    repeat_window: int | None = env_field(
+        10, "REPEAT_WINDOW", parse_optional_int, "a whole number, or 'off'"
+    )
+    """``warn_at`` identical signatures within this many calls warn, back to back or not.
+
+    ``None`` (``off``): only back-to-back identical signatures count.
+    """
     tool_thresholds: Mapping[str, tuple[int, int]] = env_field(
         None, "TOOL_THRESHOLDS", _parse_thresholds, "'tool=WARN:BREAK,...' such as 'search=3:5'"
     )
@@ -199,7 +206,7 @@ class StallPolicy:
                 name,
                 "must be at least 1, or None for the shared limit",
             )
-        for name in ("max_tool_calls", "max_rounds", "max_remembered_calls"):
+        for name in ("repeat_window", "max_tool_calls", "max_rounds", "max_remembered_calls"):
             value = getattr(self, name)
             check(value is None or value >= 1, name, "must be at least 1, or None for no limit")
         check(self.overloaded_allowance >= 0, "overloaded_allowance", "must be 0 or more")

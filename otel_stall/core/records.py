@@ -79,6 +79,8 @@ class Kind(str, enum.Enum):
     """The model saying the same thing again and again, with no new fact between."""
     CHANTING = "chanting"
     """A chunk of text repeated close together in the model's output."""
+    DELEGATE_STALLED = "delegate_stalled"
+    """A sub-agent run this run spawned ended at ``warn`` or above."""
 
     def __str__(self) -> str:
         return self.value

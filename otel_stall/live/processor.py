@@ -61,7 +61,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, set_span_in_conte
 from otel_stall.conventions import Conventions, Role, agent_name
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import Finding, RunReport, Status
+from otel_stall.core.records import Finding, RunReport, Status, Verdict
 from otel_stall.core.stall_attributes import (
     finding_event_attributes,
     run_span_attributes,
@@ -423,6 +423,8 @@ class StallSpanProcessor(SpanProcessor):
             trace_run = self._table.root_ended(ctx.trace_id)
             run = trace_run if run is None else run
         events, dropped = (None, 0) if run is None else self._run_ended(span, run, extra)
+        if run is not None and parent is not None and run.report is not None:
+            self._delegate_ended(run.report, node.run, ctx.trace_id, span.end_time or 0)
         redacting = self.settings.redact
         if redacting:
             redact(attributes, self._content_keys)
@@ -555,6 +557,30 @@ class StallSpanProcessor(SpanProcessor):
         if new:
             self._deliver(new, run, when)
         return self._run_events(span, run)
+
+    def _delegate_ended(
+        self, report: RunReport, parent: Run | None, trace_id: int, when: int
+    ) -> None:
+        """A sub-agent run ended: its parent run (``None``: the trace's) learns if it stalled.
+
+        Only a parent run that has started (has a detector) and is still open, as
+        the batch analysis feeds it.
+        """
+        if report.verdict is Verdict.OK:
+            return
+        up = parent if parent is not None else self._table.trace_run(trace_id)
+        if up is None:
+            return
+        agent = report.attributes.get("agent")
+        with up.lock:
+            detector = up.detector
+            if up.closed or detector is None:
+                return
+            findings = detector.delegate_ended(agent, report.verdict, when)
+            if findings:
+                self._fired(up, findings, when)
+        if findings:
+            self._deliver(findings, up, when)
 
     def _run_events(self, span: ReadableSpan, run: Run) -> tuple[list[Event], int]:
         """The span's events plus the run's findings that could not go on it while open.

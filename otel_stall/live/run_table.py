@@ -411,6 +411,14 @@ class RunTable:
                 return root
             return self.runs.get((ctx.trace_id, None))
 
+    def trace_run(self, trace_id: int) -> Run | None:
+        """The trace's own run, if it was made (never creates one)."""
+        with self.lock:
+            root = self.roots.get(trace_id)
+            if isinstance(root, Run):
+                return root
+            return self.runs.get((trace_id, None))
+
     def _forget_oldest(self, table: dict[int, Any]) -> None:
         """Keep ancestry bounded: spans that never end must not leak.
 

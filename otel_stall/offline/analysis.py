@@ -26,7 +26,15 @@ from typing import Any, Final
 from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, looks_agent_like
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import ABSENT, Finding, ModelCall, RunReport, Status, ToolCall
+from otel_stall.core.records import (
+    ABSENT,
+    Finding,
+    ModelCall,
+    RunReport,
+    Status,
+    ToolCall,
+    Verdict,
+)
 from otel_stall.core.signing import Digests
 from otel_stall.core.stall_attributes import (
     AttributeValue,
@@ -46,6 +54,8 @@ _WALKING: Final = "\x00walking"
 """Memo mark of a span on the walk under way: meeting it again is a cycle."""
 _MODEL_DONE: Final = 2
 """A model call's end, ordered among the tool calls' ends: its outcome is known then."""
+_DELEGATE: Final = 3
+"""A sub-agent run's end, ordered among its parent run's calls: its verdict is known then."""
 _MAX_HOPS: Final = 10_000
 _MAX_NAMES: Final = 64
 """Distinct unrecognised span names kept per trace."""
@@ -79,12 +89,17 @@ _Models = dict[str, tuple[int, "str | None", ModelCall]]
 """Model spans by id: start time, parent, and the call (its outcome and usage, no payloads)."""
 
 
+_Delegates = dict[str, tuple["str | None", Verdict]]
+"""Sub-agent runs that stalled, by run span id: agent name and verdict, for their parent."""
+
+
 def _feed(
     detector: RunDetector,
     keys: list[tuple[int, int, str]],
     tools: dict[str, _Tool],
     models: _Models,
     enrich: bool,
+    delegates: _Delegates,
 ) -> list[tuple[int, Finding]]:
     """Feed a run's calls in time order; the findings fired, with their times, if ``enrich``.
 
@@ -94,13 +109,16 @@ def _feed(
     fired: list[tuple[int, Finding]] = []
     on_tool, on_model, on_model_end = detector.tool_call, detector.model_call, detector.model_ended
     for time_ns, order, span_id in keys:
-        tool = tools.get(span_id)
-        if tool is not None:
+        if order == _TOOL_FIRST:
+            tool = tools[span_id]
             findings = on_tool(tool[0], tool[1]).findings
         elif order == _MODEL_DONE:
             findings = on_model_end(models[span_id][2])
-        else:
+        elif order == _MODEL_NEXT:
             findings = on_model(models[span_id][2])
+        else:
+            agent, verdict = delegates[span_id]
+            findings = detector.delegate_ended(agent, verdict, time_ns)
         if findings and enrich:
             fired += ((time_ns, f) for f in findings)
     return fired
@@ -315,11 +333,70 @@ class TraceAnalyzer:
                 runs[run] = [key, done]
             else:
                 found += (key, done)
-        for run_span, keys in runs.items():
+        if len(runs) == 1:
+            for run_span, keys in runs.items():
+                keys.sort()
+                run_span_id = run_span if run_span is not None else self._root_id
+                self._detect(result, run_span, run_span_id, keys, tools, models, agents, enrich, {})
+            return result
+        self._detect_nested(result, runs, walk, tools, models, agents, enrich)
+        return result
+
+    def _detect_nested(
+        self,
+        result: TraceResult,
+        runs: dict[str | None, list[tuple[int, int, str]]],
+        walk: _Ancestry,
+        tools: dict[str, _Tool],
+        models: _Models,
+        agents: dict[str, tuple[str | None, int, str | None]],
+        enrich: bool,
+    ) -> None:
+        """Several runs: each child before its parent, which learns if the child stalled.
+
+        Runs are detected in the order they end (the trace's own run last), as
+        the live processor finishes them; the reports keep the runs' order.
+        """
+        delegates: _Delegates = {}
+        done: set[str | None] = set()
+        made: dict[str | None, RunReport] = {}
+        never = float("inf")
+        for run_span in sorted(runs, key=lambda r: agents[r][1] if r is not None else never):
+            keys = runs[run_span]
             keys.sort()
             run_span_id = run_span if run_span is not None else self._root_id
-            self._detect(result, run_span, run_span_id, keys, tools, models, agents, enrich)
-        return result
+            report = self._detect(
+                result, run_span, run_span_id, keys, tools, models, agents, enrich, delegates
+            )
+            done.add(run_span)
+            made[run_span] = report
+            if run_span is not None and report.verdict is not Verdict.OK:
+                self._hand_up(run_span, report.verdict, runs, done, walk, agents, delegates)
+        result.reports[:] = [made[run_span] for run_span in runs]
+
+    def _hand_up(
+        self,
+        child: str,
+        verdict: Verdict,
+        runs: dict[str | None, list[tuple[int, int, str]]],
+        done: set[str | None],
+        walk: _Ancestry,
+        agents: dict[str, tuple[str | None, int, str | None]],
+        delegates: _Delegates,
+    ) -> None:
+        """A stalled sub-agent run's end goes into its parent run's calls, at its end time.
+
+        Only into a parent run still open and already started then (it had a call
+        before), as live, where the child's end reaches the parent's detector only
+        if that detector exists and has not finished.
+        """
+        name, end_ns, parent = agents[child]
+        up = parent if parent in agents else walk.run_of(parent, False)
+        keys = runs.get(up)
+        if keys is None or up in done or not any(key[0] < end_ns for key in keys):
+            return
+        keys.append((end_ns, _DELEGATE, child))
+        delegates[child] = (name, verdict)
 
     def _content_note(self, keys: list[tuple[int, int, str]]) -> dict[str, object]:
         """``content_captured: False`` and the switch, if no tool call of the run had content.
@@ -346,9 +423,10 @@ class TraceAnalyzer:
         models: _Models,
         agents: dict[str, tuple[str | None, int, str | None]],
         enrich: bool,
-    ) -> None:
+        delegates: _Delegates,
+    ) -> RunReport:
         detector = RunDetector(self.policy, (self.trace_id, agent_span))
-        fired = _feed(detector, keys, tools, models, enrich)
+        fired = _feed(detector, keys, tools, models, enrich, delegates)
         agent = agents.get(agent_span) if agent_span is not None else None
         if agent is not None:
             end_ns = agent[1]
@@ -373,7 +451,7 @@ class TraceAnalyzer:
             report.attributes.update(context)
         result.reports.append(report)
         if not enrich:
-            return
+            return report
         fired += ((end_ns, f) for f in report.findings[before:])
         for row in report.ledger:
             if row.span_id is not None:  # an agent used as a tool may hold its run's already
@@ -384,6 +462,7 @@ class TraceAnalyzer:
                 SpanEvent(StallEventAttributes.EVENT_NAME, t, finding_event_attributes(f))
                 for t, f in fired
             ]
+        return report
 
     def _finding_previews(self, report: RunReport) -> dict[str, str]:
         """Argument previews of the calls the findings point at, by call signature."""

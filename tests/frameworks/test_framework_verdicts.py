@@ -43,18 +43,11 @@ tomllib = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else 
 HERE = Path(__file__).parent
 MANIFEST: list[dict[str, Any]] = tomllib.loads((HERE / "manifest.toml").read_text())["fixture"]
 SEVERITY = ("break", "escalate", "warn", "ok")
-SAME_ERROR = (
-    "the SDK returns one generic error text for every failure, so no-new-facts breaks "
-    "as the failures rule escalates: a detection-rule question (issue #18 gap 8)"
-)
 SESSION = (
     "gemini-cli has no span that spans a session: each model call and tool round is "
     "its own trace, tied only by gen_ai.conversation.id; runs across traces are not built"
 )
 KNOWN_GAPS = {
-    "openai-agents/0.24.0-openinference/failing.jsonl": SAME_ERROR,
-    "openai-agents/0.24.0-genai/failing.jsonl": SAME_ERROR,
-    "pydantic-ai/2.68.0-v5-mcp/failing.jsonl": SAME_ERROR,
     "llama-index/0.14.25-openinference/handoff.jsonl": (
         "AgentWorkflow continues the receiving agent under the same root CHAIN span; "
         "only the handoff tool call and setup_agent's output text show the switch"

@@ -857,7 +857,7 @@ def openhands() -> list[Scenario]:
             "TestAgentController::test_is_stuck_delegate_stuck",
             "stuck",
             "rule_scope",
-            "repeat (in the delegate); the parent's verdict is open",
+            "repeat (in the delegate); delegate_stalled (in the parent)",
             "The main agent hands a task to a browsing agent, which opens the same page "
             "four times with the same result; OpenHands calls the parent stuck because "
             "its delegate is.",
@@ -889,8 +889,6 @@ def openhands() -> list[Scenario]:
                     judgement="stuck",
                 ),
             ],
-            conflict="#19 does not say whether a parent run takes on its delegate's stall; "
-            "otel-stall judges each invoke_agent run on its own calls.",
         ),
     ]
 
@@ -1704,7 +1702,8 @@ def roo() -> list[Scenario]:
             ),
             "stuck",
             "rule_scope",
-            "repeat (only if calls that brought new facts do not break the streak)",
+            "repeat, within its window: the same signature 3 times in 10 calls, not back to "
+            "back, warns",
             "ls, two scrolls, ls, one scroll, ls: the three ls calls give the same output; "
             "each scroll shows new headlines.",
             [
@@ -1723,8 +1722,6 @@ def roo() -> list[Scenario]:
                     ),
                 )
             ],
-            conflict="No #19 rule as written catches it: the ls calls are not back to back, "
-            "and the scrolls bring new facts. Roo Code leaves scroll calls out of its count.",
             peer_config="limit=2",
         ),
         Scenario(
