@@ -110,6 +110,8 @@ class _Tables:
     """Span names that mark a model span from its start, also followed by a space and more."""
     model_prefixes: tuple[str, ...]
     content_keys: frozenset[str]
+    sessions: tuple[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], ...] = ()
+    """Per convention that names sessions: the marks of its spans, and its session keys."""
 
 
 def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
@@ -154,6 +156,9 @@ def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
                 *(name for name, _ in flat("arguments_events")),
                 *(name for name, _ in flat("result_events")),
             )
+        ),
+        sessions=tuple(
+            (conv.session_marks, conv.session_keys) for conv in conventions if conv.session_keys
         ),
     )
 
@@ -310,6 +315,24 @@ class Conventions:
         if name in tables.model_names or name.startswith(tables.model_prefixes):
             return Role.MODEL
         return Role.OTHER
+
+    def session(self, attributes: Mapping[str, Any] | None) -> str | None:
+        """The session a span names, for an instrumentation whose runs no span spans.
+
+        Only a convention with ``session_keys`` names one, and only on its own
+        spans (its ``session_marks``): the same key set inside an agent's run by
+        another framework is not a run of its own. The caller decides where it
+        applies: to calls outside every agent span.
+        """
+        if not attributes:
+            return None
+        for marks, keys in self._tables.sessions:
+            if all(attributes.get(key) == value for key, value in marks):
+                for key in keys:
+                    value = attributes.get(key)
+                    if isinstance(value, str) and value:
+                        return value
+        return None
 
     def _unless_step(self, role: Role, attributes: Mapping[str, Any]) -> Role:
         if role is Role.AGENT:

@@ -143,6 +143,11 @@ RunKey = Hashable
 """Identifies one agent invocation; the caller chooses it (trace id, agent span id, ...)."""
 
 
+def session_run_key(session: str) -> tuple[str, str]:
+    """The run key of a session's run, live and in replay: its calls span many traces."""
+    return ("session", session)
+
+
 @dataclass(slots=True)
 class ToolCall:
     """One tool call as the detector sees it: no spans, no OpenTelemetry types.

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan, Span
@@ -26,7 +26,7 @@ from opentelemetry.trace import SpanContext
 
 from otel_stall.conventions import Role
 from otel_stall.core.detector import RunDetector
-from otel_stall.core.records import Finding, RunReport, Status
+from otel_stall.core.records import Finding, RunReport, Status, session_run_key
 
 TOUCH: Final = 1.0
 """Seconds within which a run is not moved in the LRU order again (saves a lock)."""
@@ -66,19 +66,31 @@ class Run:
         "registered",
         "report",
         "run_key",
+        "session",
         "span_id",
         "trace_id",
     )
 
-    def __init__(self, trace_id: int, span_id: int | None, span: Span | None) -> None:
+    def __init__(
+        self, trace_id: int, span_id: int | None, span: Span | None, session: str | None = None
+    ) -> None:
         self.trace_id = trace_id
+        """The run's trace; a session run's: the trace of its first call (for exemplars)."""
         self.span_id = span_id
-        """The agent span's id, or ``None`` when the trace is the run."""
-        self.key = (trace_id, span_id)
-        self.run_key = (
-            format(trace_id, "032x"),
-            None if span_id is None else format(span_id, "016x"),
-        )
+        """The agent span's id, or ``None`` when the trace (or a session) is the run."""
+        self.session = session
+        """The session a session run is (no span spans it: it ends idle, by bound or
+        :meth:`RunTable.end_session`); ``None`` for a span's run."""
+        self.key: Hashable
+        self.run_key: tuple[str, str | None]
+        if session is not None:
+            self.key = self.run_key = session_run_key(session)
+        else:
+            self.key = (trace_id, span_id)
+            self.run_key = (
+                format(trace_id, "032x"),
+                None if span_id is None else format(span_id, "016x"),
+            )
         """The same run key :class:`otel_stall.offline.analysis.TraceAnalyzer` uses."""
         self._span: weakref.ref[Span] | None = None
         self.span = span
@@ -232,7 +244,7 @@ class RunTable:
         self.clock = clock
         self.on_evict = on_evict
         self.lock = threading.Lock()
-        self.runs: OrderedDict[tuple[int, int | None], Run] = OrderedDict()
+        self.runs: OrderedDict[Hashable, Run] = OrderedDict()
         """Registered runs by key, least recently used first."""
         self.spans: dict[int, Node] = {}
         """Tracked open spans by span id."""
@@ -435,20 +447,31 @@ class RunTable:
 
     # -- runs ----------------------------------------------------------------
 
-    def use(self, run: Run | None, trace_id: int, parent: SpanContext | None) -> Run | None:
+    def use(
+        self,
+        run: Run | None,
+        trace_id: int,
+        parent: SpanContext | None,
+        session: str | None = None,
+    ) -> Run | None:
         """The run a tool or model call feeds, registered and touched.
 
-        ``run`` is the span's run if known, else ``None``: the trace's run, created
-        if needed. ``None`` when the run already ended or was evicted (possibly by
-        this very call), and for a span with no known run begun under an agent span
-        that has ended (``parent``): its run is over, and the trace's is not its run.
+        ``run`` is the span's run if known, else ``None``: the run of ``session``
+        if the call names one (see ``Conventions.session``), else the trace's run,
+        created if needed. ``None`` when the run already ended or was evicted
+        (possibly by this very call), and for a span with no known run begun under
+        an agent span that has ended (``parent``): its run is over, and the
+        trace's is not its run.
         """
         now = self.clock()
         if run is None:
             if parent is not None and parent.span_id in self.ended_agents:
                 return None
-            found = self.roots.get(trace_id)
-            run = found if isinstance(found, Run) else self.runs.get((trace_id, None))
+            if session is not None:
+                run = self.runs.get(session_run_key(session))
+            else:
+                found = self.roots.get(trace_id)
+                run = found if isinstance(found, Run) else self.runs.get((trace_id, None))
         if (
             run is not None
             and run.registered
@@ -460,7 +483,9 @@ class RunTable:
         evicted: list[Run] = []
         with self.lock:
             runs = self.runs
-            if run is None:
+            if run is None and session is not None:
+                run = runs.get(session_run_key(session)) or Run(trace_id, None, None, session)
+            elif run is None:
                 run = self._trace_run(trace_id)
                 if run is None:
                     return None
@@ -504,6 +529,20 @@ class RunTable:
                 self.finished += 1
             run.evicted = True
         return True
+
+    def end_session(self, session: str) -> Run | None:
+        """Remove a session's run, which no span ends: the caller finishes it; ``None``: none.
+
+        A later call of the session opens a new run.
+        """
+        with self.lock:
+            run = self.runs.pop(session_run_key(session), None)
+            if run is None:
+                return None
+            self.run_bytes -= run.charged
+            self.finished += 1
+            run.evicted = True
+        return run
 
     def evict_expired(self) -> int:
         """Evict runs idle for longer than the TTL now; returns how many."""

@@ -26,7 +26,15 @@ from typing import Any, Final
 from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, looks_agent_like
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import ABSENT, Finding, ModelCall, RunReport, Status, ToolCall
+from otel_stall.core.records import (
+    ABSENT,
+    Finding,
+    ModelCall,
+    RunReport,
+    Status,
+    ToolCall,
+    session_run_key,
+)
 from otel_stall.core.signing import Digests
 from otel_stall.core.stall_attributes import (
     AttributeValue,
@@ -70,6 +78,9 @@ class TraceResult:
     unrecognised: dict[str, int] = field(default_factory=dict)
     """In a trace with no tool call recognised: names of spans that look agent-like but no
     convention reads, with how many."""
+    sessions: dict[str, SessionPart] = field(default_factory=dict)
+    """This trace's calls of session runs (see :class:`SessionRuns`), by session id: they
+    are detected once every trace of the session is in."""
 
 
 _Tool = tuple[ToolCall, Digests, "str | None", "str | None"]
@@ -77,6 +88,19 @@ _Tool = tuple[ToolCall, Digests, "str | None", "str | None"]
 agent name it would give a run of its own."""
 _Models = dict[str, tuple[int, "str | None", ModelCall]]
 """Model spans by id: start time, parent, and the call (its outcome and usage, no payloads)."""
+_Agents = dict[str, tuple["str | None", int, "str | None"]]
+"""Agent spans (and agents used as tools) by id: agent name, end time and parent id."""
+
+
+@dataclass(slots=True)
+class SessionPart:
+    """One trace's calls of a session run, payload-free, as its analysis left them."""
+
+    keys: list[tuple[int, int, str]] = field(default_factory=list)
+    tools: dict[str, _Tool] = field(default_factory=dict)
+    models: _Models = field(default_factory=dict)
+    contentless: dict[str, str | None] = field(default_factory=dict)
+    previews: dict[str, str] = field(default_factory=dict)
 
 
 def _feed(
@@ -136,6 +160,7 @@ class TraceAnalyzer:
         "_root_end",
         "_root_id",
         "_root_start",
+        "_sessions",
         "_tools",
         "_unrecognised",
         "conventions",
@@ -174,6 +199,8 @@ class TraceAnalyzer:
         """The earliest parentless span: only its id and times are kept, not the span."""
         self._root_start = 0
         self._root_end = 0
+        self._sessions: dict[str, str] | None = None
+        """Tool and model spans that name a session (see ``Conventions.session``): its id."""
 
     # -- intake --------------------------------------------------------------------------
 
@@ -200,6 +227,8 @@ class TraceAnalyzer:
                             self._odd_links = {}
                         self._odd_links[span_id] = parent
                 return role
+        if role is not Role.AGENT:
+            self._note_session(span)
         if role is _TOOL:
             self._keep_tool(span, parent)
         elif role is _MODEL:
@@ -212,6 +241,14 @@ class TraceAnalyzer:
                 self._agents = {}
             self._agents[span_id] = (agent_name(span.attributes), span.end_ns, parent)
         return role
+
+    def _note_session(self, span: SpanRecord) -> None:
+        """Note the session a tool or model span names: outside every agent span, its run."""
+        session = self.conventions.session(span.attributes)
+        if session is not None:
+            if self._sessions is None:
+                self._sessions = {}
+            self._sessions[span.span_id] = _intern(session)
 
     def _note_unrecognised(self, span: SpanRecord) -> None:
         """Count a plain span whose name looks agent-like and that holds no role key."""
@@ -277,11 +314,14 @@ class TraceAnalyzer:
 
     # -- analysis ------------------------------------------------------------------------
 
-    def analyse(self, *, enrich: bool = True) -> TraceResult:
+    def analyse(self, *, enrich: bool = True, sessions: bool = False) -> TraceResult:
         """Resolve runs, order events as the live processor would, and detect.
 
         ``enrich=False`` leaves :attr:`TraceResult.attributes` and ``events``
-        empty: a report needs only the runs' reports.
+        empty: a report needs only the runs' reports. ``sessions``: the calls
+        outside every agent span that name a session go to
+        :attr:`TraceResult.sessions` instead of the trace's run, for
+        :class:`SessionRuns` to join with the session's other traces.
         """
         result = TraceResult(self.trace_id)
         tools = self._tools or {}
@@ -315,26 +355,47 @@ class TraceAnalyzer:
                 runs[run] = [key, done]
             else:
                 found += (key, done)
+        if sessions and self._sessions and None in runs:
+            self._split_sessions(result, runs, tools, models)
         for run_span, keys in runs.items():
             keys.sort()
             run_span_id = run_span if run_span is not None else self._root_id
             self._detect(result, run_span, run_span_id, keys, tools, models, agents, enrich)
         return result
 
-    def _content_note(self, keys: list[tuple[int, int, str]]) -> dict[str, object]:
-        """``content_captured: False`` and the switch, if no tool call of the run had content.
-
-        The detector never calls content-less calls repeats, so such a run is
-        ``ok`` by construction: the report says so rather than look healthy.
-        """
-        contentless = self._contentless
-        if not contentless:
-            return {}
-        tools = [span_id for _, order, span_id in keys if order == _TOOL_FIRST]
-        if not tools or any(span_id not in contentless for span_id in tools):
-            return {}
-        switch = next((contentless[t] for t in tools if contentless[t]), None)
-        return {"content_captured": False, "content_switch": switch}
+    def _split_sessions(
+        self,
+        result: TraceResult,
+        runs: dict[str | None, list[tuple[int, int, str]]],
+        tools: dict[str, _Tool],
+        models: _Models,
+    ) -> None:
+        """Move the trace run's calls that name a session to their session's part."""
+        sessions = self._sessions or {}
+        contentless, previews = self._contentless or {}, self._previews or {}
+        rest: list[tuple[int, int, str]] = []
+        for key in runs.pop(None):
+            span_id = key[2]
+            session = sessions.get(span_id)
+            if session is None:
+                rest.append(key)
+                continue
+            part = result.sessions.get(session)
+            if part is None:
+                part = result.sessions[session] = SessionPart()
+            part.keys.append(key)
+            tool = tools.get(span_id)
+            if tool is None:
+                part.models[span_id] = models[span_id]
+                continue
+            part.tools[span_id] = tool
+            if span_id in contentless:
+                part.contentless[span_id] = contentless[span_id]
+            head = previews.get(tool[1].call_signature)
+            if head is not None:
+                part.previews[tool[1].call_signature] = head
+        if rest:
+            runs[None] = rest
 
     def _detect(
         self,
@@ -362,9 +423,9 @@ class TraceAnalyzer:
             "trace_id": self.trace_id,
             "run_span_id": run_span_id,
             "agent": agent[0] if agent is not None and agent_span else None,
-            **self._content_note(keys),
+            **_content_note(self._contentless, keys),
         }
-        previews = self._finding_previews(report)
+        previews = _finding_previews(self._previews, report)
         if previews:
             context["argument_previews"] = previews
         if report.attributes:
@@ -385,19 +446,113 @@ class TraceAnalyzer:
                 for t, f in fired
             ]
 
-    def _finding_previews(self, report: RunReport) -> dict[str, str]:
-        """Argument previews of the calls the findings point at, by call signature."""
-        previews = self._previews
-        if not previews or not report.findings:
-            return {}
-        seqs = {f.seq for f in report.findings}
-        found: dict[str, str] = {}
-        for row in report.ledger:
-            head = previews.get(row.call_signature) if row.seq in seqs else None
-            preview = None if head is None else argument_preview(head)
-            if preview is not None:
-                found[row.call_signature] = preview
-        return found
+
+def _content_note(
+    contentless: dict[str, str | None] | None, keys: list[tuple[int, int, str]]
+) -> dict[str, object]:
+    """``content_captured: False`` and the switch, if no tool call of the run had content.
+
+    The detector never calls content-less calls repeats, so such a run is
+    ``ok`` by construction: the report says so rather than look healthy.
+    """
+    if not contentless:
+        return {}
+    tools = [span_id for _, order, span_id in keys if order == _TOOL_FIRST]
+    if not tools or any(span_id not in contentless for span_id in tools):
+        return {}
+    switch = next((contentless[t] for t in tools if contentless[t]), None)
+    return {"content_captured": False, "content_switch": switch}
+
+
+def _finding_previews(previews: dict[str, str] | None, report: RunReport) -> dict[str, str]:
+    """Argument previews of the calls the findings point at, by call signature."""
+    if not previews or not report.findings:
+        return {}
+    seqs = {f.seq for f in report.findings}
+    found: dict[str, str] = {}
+    for row in report.ledger:
+        head = previews.get(row.call_signature) if row.seq in seqs else None
+        preview = None if head is None else argument_preview(head)
+        if preview is not None:
+            found[row.call_signature] = preview
+    return found
+
+
+class SessionRuns:
+    """Joins session runs across traces: one run per session, detected once all are in.
+
+    An instrumentation with no span spanning a run (gemini-cli: each model call
+    and each tool round is a trace of its own) names its session on every span
+    instead; its calls outside every agent span are one run per session, as
+    the live processor makes them. The replay hands every analysed trace to
+    :meth:`add`, then calls :meth:`finish`. A session run has no run span:
+    its tool spans get their ``stall.*`` attributes, and its report and
+    findings are the report's alone (no span carries the run's attributes or
+    ``stall.detected`` events; live, findings reach metrics, log events and
+    ``on_finding``).
+    """
+
+    __slots__ = ("_parts", "policy")
+
+    def __init__(self, policy: StallPolicy | None = None) -> None:
+        self.policy = policy or StallPolicy()
+        self._parts: dict[str, list[tuple[TraceResult, SessionPart]]] = {}
+
+    def add(self, result: TraceResult) -> None:
+        """Keep a trace's session parts; the trace's own runs are done already."""
+        for session, part in result.sessions.items():
+            self._parts.setdefault(session, []).append((result, part))
+        result.sessions = {}
+
+    def finish(self, *, enrich: bool = True) -> list[tuple[TraceResult, RunReport]]:
+        """Detect every session's run; its tool spans' attributes go to their traces.
+
+        Each report comes with the trace of the session's first call.
+        """
+        reports = [self._detect(s, parts, enrich) for s, parts in self._parts.items()]
+        self._parts = {}
+        return reports
+
+    def _detect(
+        self, session: str, parts: list[tuple[TraceResult, SessionPart]], enrich: bool
+    ) -> tuple[TraceResult, RunReport]:
+        keys: list[tuple[int, int, str]] = []
+        tools: dict[str, _Tool] = {}
+        models: _Models = {}
+        contentless: dict[str, str | None] = {}
+        previews: dict[str, str] = {}
+        owner: dict[str, TraceResult] = {}
+        for result, part in parts:
+            keys += part.keys
+            tools.update(part.tools)
+            models.update(part.models)
+            contentless.update(part.contentless)
+            for signature, head in part.previews.items():
+                previews.setdefault(signature, head)
+            owner.update(dict.fromkeys(part.tools, result))
+            owner.update(dict.fromkeys(part.models, result))
+        keys.sort()
+        detector = RunDetector(self.policy, session_run_key(session))
+        _feed(detector, keys, tools, models, False)
+        report = detector.finish()
+        context: dict[str, Any] = {
+            "trace_id": None,
+            "run_span_id": None,
+            "agent": None,
+            "session": session,
+            **_content_note(contentless, keys),
+        }
+        found = _finding_previews(previews, report)
+        if found:
+            context["argument_previews"] = found
+        report = replace(report, attributes=context)
+        if enrich:
+            for row in report.ledger:
+                span_id = row.span_id
+                trace = None if span_id is None else owner.get(span_id)
+                if span_id is not None and trace is not None:
+                    trace.attributes.setdefault(span_id, {}).update(tool_span_attributes(row))
+        return owner[keys[0][2]], report
 
 
 def _payload_free(call: ToolCall) -> ToolCall:
@@ -579,4 +734,10 @@ def analyse_spans(
         if analyzer is None:
             analyzer = analyzers[span.trace_id] = TraceAnalyzer(span.trace_id, policy, conventions)
         analyzer.add(span)
-    return {trace_id: a.analyse() for trace_id, a in analyzers.items()}
+    results = {trace_id: a.analyse(sessions=True) for trace_id, a in analyzers.items()}
+    joined = SessionRuns(policy)
+    for result in results.values():
+        joined.add(result)
+    for trace, report in joined.finish():  # listed with the trace of its first call
+        trace.reports.append(report)
+    return results
