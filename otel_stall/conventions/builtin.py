@@ -10,6 +10,7 @@ same records whichever way the spans arrive.
 from __future__ import annotations
 
 import enum
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -110,6 +111,8 @@ class _Tables:
     """Span names that mark a model span from its start, also followed by a space and more."""
     model_prefixes: tuple[str, ...]
     content_keys: frozenset[str]
+    handoffs: Mapping[str, str] = field(default_factory=dict)
+    """Handoff tools: tool name -> the argument naming the agent the run goes to."""
     sessions: tuple[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], ...] = ()
     """Per convention that names sessions: the marks of its spans, and its session keys."""
 
@@ -157,6 +160,7 @@ def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
                 *(name for name, _ in flat("result_events")),
             )
         ),
+        handoffs=dict(reversed(flat("handoff_tools"))),
         sessions=tuple(
             (conv.session_marks, conv.session_keys) for conv in conventions if conv.session_keys
         ),
@@ -333,6 +337,17 @@ class Conventions:
                     if isinstance(value, str) and value:
                         return value
         return None
+
+    def handoff_target(self, call: ToolCall) -> str | None:
+        """The agent a handoff call hands its run to; ``None``: not a handoff tool.
+
+        ``""`` when the call is one but its arguments do not name the agent
+        (content not captured): the run still changes hands.
+        """
+        key = self._tables.handoffs.get(call.tool)
+        if key is None:
+            return None
+        return _named_in(call.arguments, key, 4) or ""
 
     def _unless_step(self, role: Role, attributes: Mapping[str, Any]) -> Role:
         if role is Role.AGENT:
@@ -564,6 +579,25 @@ def is_agent_span_name(name: str) -> bool:
     """
     op = Op.INVOKE_AGENT
     return name.startswith(op) and (len(name) == len(op) or name[len(op)] == " ")
+
+
+def _named_in(value: Any, key: str, depth: int) -> str | None:
+    """The text under ``key`` in arguments (JSON text or decoded), a few levels deep."""
+    if isinstance(value, str | bytes) and depth:
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, Mapping) and depth:
+        found = value.get(key)
+        if isinstance(found, str):
+            return found
+        for inner in value.values():
+            if isinstance(inner, Mapping):
+                name = _named_in(inner, key, depth - 1)
+                if name is not None:
+                    return name
+    return None
 
 
 def _first(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> Any:

@@ -44,6 +44,7 @@ _PAIRS: Final = (
     "step_markers",
     "present",
     "session_marks",
+    "handoff_tools",
 )
 _KNOWN: Final = frozenset({"name", "roles", "content_switch", *_KEY_LISTS, *_SETS, *_PAIRS})
 

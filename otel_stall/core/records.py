@@ -148,6 +148,11 @@ def session_run_key(session: str) -> tuple[str, str]:
     return ("session", session)
 
 
+def handoff_run_key(run_key: tuple[str | None, ...], agent: str) -> tuple[str | None, ...]:
+    """The run key of the run a handoff gave to ``agent``, within the run ``run_key``."""
+    return (*run_key, agent)
+
+
 @dataclass(slots=True)
 class ToolCall:
     """One tool call as the detector sees it: no spans, no OpenTelemetry types.

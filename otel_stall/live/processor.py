@@ -522,6 +522,9 @@ class StallSpanProcessor(SpanProcessor):
         self._metrics.record_row(observation.row)
         if observation.findings:
             self._deliver(observation.findings, run, call.end_ns)
+        target = self.conventions.handoff_target(call)
+        if target is not None:  # the run's later calls are the receiving agent's
+            self._table.hand_over(run, target)
         return tool_span_attributes(observation.row)
 
     def _model(
@@ -567,9 +570,12 @@ class StallSpanProcessor(SpanProcessor):
 
         Returns the copy's events, and how many more events were dropped.
         """
+        when = span.end_time or 0
+        if run.receivers:  # the runs its handoffs gave away end with it
+            for receiver in self._table.receivers_ended(run):
+                self._finish_receiver(receiver, when)
         if not self._table.end_run(run):
             return None, 0  # never used: an agent span with no tool or model call
-        when = span.end_time or 0
         report, new = self._close(run, span, when)
         run.span = None
         if report is None:
@@ -578,6 +584,13 @@ class StallSpanProcessor(SpanProcessor):
         if new:
             self._deliver(new, run, when)
         return self._run_events(span, run)
+
+    def _finish_receiver(self, run: Run, when: int) -> None:
+        """Finish the run a handoff gave away, as its giver's span ends; then let go of it."""
+        _, new = self._close(run, None, when)
+        if new:
+            self._deliver(new, run, when)
+        run.release()
 
     def _run_events(self, span: ReadableSpan, run: Run) -> tuple[list[Event], int]:
         """The span's events plus the run's findings that could not go on it while open.
@@ -657,7 +670,7 @@ class StallSpanProcessor(SpanProcessor):
 
     def _fired(self, run: Run, findings: Sequence[Finding], when: int) -> None:
         """Under the run lock: add findings to the run span if open, else keep them for its copy."""
-        if self.settings.event_signal == "logs" or run.session is not None:
+        if self.settings.event_signal == "logs" or run.spanless:
             return  # log-based events only (_deliver emits them), or no run span to carry them
         span = run.span
         if self.settings.live_events and span is not None and span.is_recording():
@@ -768,6 +781,8 @@ def _report_attributes(run: Run, span: ReadableSpan | None) -> dict[str, Any]:
     """What a finished run's report says about where it ran."""
     if run.session is not None:  # no span spans it, and its calls span many traces
         return {"trace_id": None, "run_span_id": None, "agent": None, "session": run.session}
+    if run.owner is not None:  # a handoff's receiving agent: no span of its own
+        return {"trace_id": run.run_key[0], "run_span_id": None, "agent": run.run_key[-1]}
     attributes = span.attributes if span is not None else None
     ctx = span.context if span is not None else None
     return {

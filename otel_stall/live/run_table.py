@@ -26,7 +26,13 @@ from opentelemetry.trace import SpanContext
 
 from otel_stall.conventions import Role
 from otel_stall.core.detector import RunDetector
-from otel_stall.core.records import Finding, RunReport, Status, session_run_key
+from otel_stall.core.records import (
+    Finding,
+    RunReport,
+    Status,
+    handoff_run_key,
+    session_run_key,
+)
 
 TOUCH: Final = 1.0
 """Seconds within which a run is not moved in the LRU order again (saves a lock)."""
@@ -58,11 +64,14 @@ class Run:
         "context",
         "detector",
         "evicted",
+        "handed",
         "key",
         "last",
         "lock",
+        "owner",
         "pending",
         "pending_dropped",
+        "receivers",
         "registered",
         "report",
         "run_key",
@@ -81,8 +90,14 @@ class Run:
         self.session = session
         """The session a session run is (no span spans it: it ends idle, by bound or
         :meth:`RunTable.end_session`); ``None`` for a span's run."""
+        self.owner: Run | None = None
+        """On a run a handoff gave to another agent: the run it was handed from."""
+        self.handed: Run | None = None
+        """On a run that handed off: the run its later calls feed (the receiving agent's)."""
+        self.receivers: dict[str, Run] | None = None
+        """On a run that handed off: the receiving agents' runs, by agent name."""
         self.key: Hashable
-        self.run_key: tuple[str, str | None]
+        self.run_key: tuple[str | None, ...]
         if session is not None:
             self.key = self.run_key = session_run_key(session)
         else:
@@ -117,6 +132,11 @@ class Run:
         """The bytes this run is counted for in its table's total; set under the table lock."""
         self.charged_calls = 0
         """The calls ``charged`` covers: beyond them the run is charged again (table lock)."""
+
+    @property
+    def spanless(self) -> bool:
+        """No span is this run's run span (a session's run, a handoff's receiving agent's)."""
+        return self.session is not None or self.owner is not None
 
     @property
     def span(self) -> Span | None:
@@ -416,12 +436,11 @@ class RunTable:
         node = self.spans.get(ctx.span_id)
         inherit = None if node is None else node.inherited()
         if inherit is not None and inherit.run is not None:
-            return inherit.run
+            return inherit.run.handed or inherit.run
         with self.lock:
             root = self.roots.get(ctx.trace_id)
-            if isinstance(root, Run):
-                return root
-            return self.runs.get((ctx.trace_id, None))
+            run = root if isinstance(root, Run) else self.runs.get((ctx.trace_id, None))
+            return None if run is None else run.handed or run
 
     def _forget_oldest(self, table: dict[int, Any]) -> None:
         """Keep ancestry bounded: spans that never end must not leak.
@@ -467,11 +486,9 @@ class RunTable:
         if run is None:
             if parent is not None and parent.span_id in self.ended_agents:
                 return None
-            if session is not None:
-                run = self.runs.get(session_run_key(session))
-            else:
-                found = self.roots.get(trace_id)
-                run = found if isinstance(found, Run) else self.runs.get((trace_id, None))
+            run = self._known_run(trace_id, session)
+        if run is not None and run.handed is not None:
+            run = run.handed  # after a handoff, the receiving agent's run
         if (
             run is not None
             and run.registered
@@ -489,6 +506,7 @@ class RunTable:
                 run = self._trace_run(trace_id)
                 if run is None:
                     return None
+            run = run.handed or run
             if run.evicted:
                 return None
             if run.registered:
@@ -508,6 +526,13 @@ class RunTable:
         for old in evicted:
             self.on_evict(old)
         return None if run.evicted else run  # the bound may have evicted this very run
+
+    def _known_run(self, trace_id: int, session: str | None) -> Run | None:
+        """The session's run, or else the trace's, if it exists (read without the lock)."""
+        if session is not None:
+            return self.runs.get(session_run_key(session))
+        found = self.roots.get(trace_id)
+        return found if isinstance(found, Run) else self.runs.get((trace_id, None))
 
     def end_run(self, run: Run) -> bool:
         """Remove a run whose run span ended; false if it was never used (nothing to finish).
@@ -529,6 +554,41 @@ class RunTable:
                 self.finished += 1
             run.evicted = True
         return True
+
+    def hand_over(self, run: Run, agent: str) -> None:
+        """A handoff call of ``run`` ended: the calls that follow in it are ``agent``'s run.
+
+        That run has no span of its own; it ends with the run it was handed from
+        (see :meth:`receivers_ended`). A handoff back to an agent that had the
+        run before goes on with that agent's run.
+        """
+        with self.lock:
+            base = run.owner or run
+            receivers = base.receivers
+            if receivers is None:
+                receivers = base.receivers = {}
+            receiver = receivers.get(agent)
+            if receiver is None:
+                receiver = receivers[agent] = Run(base.trace_id, None, None)
+                receiver.key = receiver.run_key = handoff_run_key(base.run_key, agent)
+                receiver.owner = base
+                receiver.context = base.context
+            base.handed = receiver
+
+    def receivers_ended(self, run: Run) -> list[Run]:
+        """``run`` ended: remove the runs its handoffs gave away; those used, to finish."""
+        with self.lock:
+            receivers = list((run.receivers or {}).values())
+            run.receivers = run.handed = None
+            used = []
+            for receiver in receivers:
+                if receiver.registered and self.runs.get(receiver.key) is receiver:
+                    del self.runs[receiver.key]
+                    self.run_bytes -= receiver.charged
+                    self.finished += 1
+                    used.append(receiver)
+                receiver.evicted = True
+        return used
 
     def end_session(self, session: str) -> Run | None:
         """Remove a session's run, which no span ends: the caller finishes it; ``None``: none.

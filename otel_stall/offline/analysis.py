@@ -33,6 +33,7 @@ from otel_stall.core.records import (
     RunReport,
     Status,
     ToolCall,
+    handoff_run_key,
     session_run_key,
 )
 from otel_stall.core.signing import Digests
@@ -153,6 +154,7 @@ class TraceAnalyzer:
     __slots__ = (
         "_agents",
         "_contentless",
+        "_handoffs",
         "_links",
         "_models",
         "_odd_links",
@@ -201,6 +203,8 @@ class TraceAnalyzer:
         self._root_end = 0
         self._sessions: dict[str, str] | None = None
         """Tool and model spans that name a session (see ``Conventions.session``): its id."""
+        self._handoffs: dict[str, str] | None = None
+        """Handoff tool spans (see ``Conventions.handoff_target``): the agent they hand to."""
 
     # -- intake --------------------------------------------------------------------------
 
@@ -271,6 +275,11 @@ class TraceAnalyzer:
         that captures content.
         """
         call = self.conventions.tool_call(span)
+        target = self.conventions.handoff_target(call)
+        if target is not None:
+            if self._handoffs is None:
+                self._handoffs = {}
+            self._handoffs[span.span_id] = target
         if call.arguments is ABSENT and call.result is ABSENT:
             if self._contentless is None:
                 self._contentless = {}
@@ -357,11 +366,39 @@ class TraceAnalyzer:
                 found += (key, done)
         if sessions and self._sessions and None in runs:
             self._split_sessions(result, runs, tools, models)
+        handed = self._split_handoffs(runs) if self._handoffs else []
         for run_span, keys in runs.items():
             keys.sort()
             run_span_id = run_span if run_span is not None else self._root_id
             self._detect(result, run_span, run_span_id, keys, tools, models, agents, enrich)
+        for run_span, agent, keys in handed:  # no span of their own: no run attributes
+            self._detect(result, run_span, None, keys, tools, models, agents, enrich, agent)
         return result
+
+    def _split_handoffs(
+        self, runs: dict[str | None, list[tuple[int, int, str]]]
+    ) -> list[tuple[str | None, str, list[tuple[int, int, str]]]]:
+        """Cut each run at its handoff calls: what follows one is the receiving agent's run.
+
+        The handoff call itself stays with the agent that made it. Runs by the
+        run they were cut from and the receiving agent's name, in time order.
+        """
+        handoffs = self._handoffs or {}
+        handed: list[tuple[str | None, str, list[tuple[int, int, str]]]] = []
+        for run_span, keys in runs.items():
+            if not any(key[2] in handoffs and key[1] == _TOOL_FIRST for key in keys):
+                continue
+            keys.sort()
+            own: list[tuple[int, int, str]] = []
+            receivers: dict[str, list[tuple[int, int, str]]] = {}
+            current = own
+            for key in keys:
+                current.append(key)
+                if key[1] == _TOOL_FIRST and key[2] in handoffs:
+                    current = receivers.setdefault(handoffs[key[2]], [])
+            runs[run_span] = own
+            handed += ((run_span, agent, got) for agent, got in receivers.items() if got)
+        return handed
 
     def _split_sessions(
         self,
@@ -407,8 +444,15 @@ class TraceAnalyzer:
         models: _Models,
         agents: dict[str, tuple[str | None, int, str | None]],
         enrich: bool,
+        handoff: str | None = None,
     ) -> None:
-        detector = RunDetector(self.policy, (self.trace_id, agent_span))
+        """Detect one run; ``handoff``: the agent a handoff gave the run of ``agent_span`` to."""
+        run_key = (
+            (self.trace_id, agent_span)
+            if handoff is None
+            else handoff_run_key((self.trace_id, agent_span), handoff)
+        )
+        detector = RunDetector(self.policy, run_key)
         fired = _feed(detector, keys, tools, models, enrich)
         agent = agents.get(agent_span) if agent_span is not None else None
         if agent is not None:
@@ -422,7 +466,7 @@ class TraceAnalyzer:
         context: dict[str, Any] = {
             "trace_id": self.trace_id,
             "run_span_id": run_span_id,
-            "agent": agent[0] if agent is not None and agent_span else None,
+            "agent": handoff if handoff is not None else _agent_of(agent, agent_span),
             **_content_note(self._contentless, keys),
         }
         previews = _finding_previews(self._previews, report)
@@ -445,6 +489,11 @@ class TraceAnalyzer:
                 SpanEvent(StallEventAttributes.EVENT_NAME, t, finding_event_attributes(f))
                 for t, f in fired
             ]
+
+
+def _agent_of(agent: tuple[str | None, int, str | None] | None, span: str | None) -> str | None:
+    """The agent name of an agent span's run (none for a trace's run)."""
+    return agent[0] if agent is not None and span else None
 
 
 def _content_note(

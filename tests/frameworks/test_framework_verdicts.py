@@ -56,10 +56,6 @@ KNOWN_GAPS = {
     "openai-agents/0.24.0-openinference/failing.jsonl": SAME_ERROR,
     "openai-agents/0.24.0-genai/failing.jsonl": SAME_ERROR,
     "pydantic-ai/2.68.0-v5-mcp/failing.jsonl": SAME_ERROR,
-    "llama-index/0.14.25-openinference/handoff.jsonl": (
-        "AgentWorkflow continues the receiving agent under the same root CHAIN span; "
-        "only the handoff tool call and setup_agent's output text show the switch"
-    ),
     "gemini-cli/0.61.0-telemetry/parallel.jsonl": PARALLEL_ORDER,
 }
 """Fixtures whose expectation is not met yet, and why: strict, so a fix shows up."""
