@@ -481,7 +481,9 @@ class StallSpanProcessor(SpanProcessor):
             return {}
         if role is Role.MODEL and not node.in_model:  # a nested model span is the same call
             if node.role is not Role.MODEL:
-                # Classified only at its end: open its round now, at its start time.
+                # Classified only at its end: open its round now, at its start time; inside
+                # a tool span, it makes that tool an agent used as a tool now.
+                self._table.adopt(node)
                 self._model(span, node.run, ctx.trace_id, attributes)
             self._model_ended(span, node.run, ctx.trace_id, attributes)
         return {}

@@ -351,19 +351,25 @@ class RunTable:
         Inside a tool span with no agent span between, the tool span is an agent
         used as a tool: it becomes the run span of the calls made inside it.
         """
-        if inherit is not None and inherit.nested and inherit.owner is not None:
-            owner = inherit.owner
-            ctx = owner.get_span_context()
-            inherit.run, inherit.nested, inherit.owner = (
-                Run(ctx.trace_id, ctx.span_id, owner),
-                False,
-                None,
-            )
+        if inherit is not None:
+            self.adopt(inherit)
         run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
         child = Node(run, nested, in_model=True)
         node = Node(run, nested, Role.MODEL, None, child, inherit is not None and inherit.in_model)
         self.track(span.get_span_context().span_id, node)
         return run
+
+    @staticmethod
+    def adopt(node: Node) -> None:
+        """A model call inside a tool span's node: the tool span is an agent used as a tool.
+
+        It becomes the run span of the calls made inside it. The node is shared by
+        the plain spans between, so their children see the run too.
+        """
+        owner = node.owner
+        if node.nested and owner is not None:
+            ctx = owner.get_span_context()
+            node.run, node.nested, node.owner = Run(ctx.trace_id, ctx.span_id, owner), False, None
 
     def agent_started(self, span: Span, inherit: Node | None) -> None:
         """Track an agent span: it opens its own run, which its descendants belong to."""

@@ -59,15 +59,7 @@ KNOWN_GAPS = {
     "gemini-cli/0.61.0-telemetry/parallel.jsonl": PARALLEL_ORDER,
 }
 """Fixtures whose expectation is not met yet, and why: strict, so a fix shows up."""
-LATE_MODEL = (
-    "an agent used as a tool becomes a run when its first model call starts; a model span "
-    "that is one only at its end (and not by its name) comes too late to be that call"
-)
-LIVE_GAPS = {
-    ("langgraph/1.2.24-create-agent/subagent.jsonl", False): LATE_MODEL,
-    ("langgraph/1.2.24-openinference/subagent.jsonl", False): LATE_MODEL,
-    ("llama-index/0.14.25-openinference/subagent.jsonl", False): LATE_MODEL,
-}
+LIVE_GAPS: dict[tuple[str, bool], str] = {}
 """Where the live processor cannot match the replay, by fixture and roles-at-start."""
 
 
