@@ -13,9 +13,15 @@ import json
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
+from otlp_sink import OtlpSink
 from stall_pipeline import make_pipeline, stall
+from test_gateway_support import export, wait_until
 
+from otel_stall.gateway import Gateway, GatewayConfig
 from otel_stall.live.processor import span_record
 from otel_stall.offline.analysis import analyse_spans
 from otel_stall.semconv import StallAttributes as S
@@ -120,3 +126,23 @@ def test_a_handoff_back_continues_the_agents_earlier_run() -> None:
     ]
     _workflow(pipe.tracer, script)
     assert _reports(pipe.spans()) == {(None, 1), ("researcher", 3), ("writer", 2)}
+
+
+def test_the_gateway_splits_a_run_at_its_handoff(sink: OtlpSink) -> None:
+    """The gateway gives the workflow's spans the live processor's stall.* attributes."""
+    pipe = make_pipeline()
+    memory = InMemorySpanExporter()
+    plain = TracerProvider()
+    plain.add_span_processor(SimpleSpanProcessor(memory))
+    script: list[tuple[str, str | None]] = [("handoff", "researcher"), *[("fetch", "1")] * 3]
+    _workflow(plain.get_tracer("app"), script)
+    _workflow(pipe.tracer, script)
+    spans = list(memory.get_finished_spans())
+    config = GatewayConfig(grpc="127.0.0.1:0", http="off", metrics="off", upstream=sink.endpoint)
+    with Gateway(config) as gateway:
+        assert gateway.grpc_endpoint is not None
+        assert export(gateway.grpc_endpoint, spans) == len(spans)
+        assert wait_until(lambda: sink.count == len(spans))
+    by_gateway = sorted((s.name, sorted(s.stall.items())) for s in sink.spans.values())
+    live = sorted((s.name, sorted(stall(s).items())) for s in pipe.spans())
+    assert by_gateway == live
