@@ -115,6 +115,8 @@ class _Tables:
     """Handoff tools: tool name -> the argument naming the agent the run goes to."""
     sessions: tuple[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], ...] = ()
     """Per convention that names sessions: the marks of its spans, and its session keys."""
+    session_keys: frozenset[str] = frozenset()
+    """Every convention's session keys: a span holding none names no session."""
 
 
 def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
@@ -164,6 +166,7 @@ def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
         sessions=tuple(
             (conv.session_marks, conv.session_keys) for conv in conventions if conv.session_keys
         ),
+        session_keys=frozenset(flat("session_keys")),
     )
 
 
@@ -328,13 +331,14 @@ class Conventions:
         another framework is not a run of its own. The caller decides where it
         applies: to calls outside every agent span.
         """
-        if not attributes:
-            return None
-        for marks, keys in self._tables.sessions:
-            if all(attributes.get(key) == value for key, value in marks):
+        tables = self._tables
+        if not attributes or tables.session_keys.isdisjoint(attributes):
+            return None  # the common case, in one set test
+        for marks, keys in tables.sessions:
+            if _marked(attributes, marks):
                 for key in keys:
                     value = attributes.get(key)
-                    if isinstance(value, str) and value:
+                    if type(value) is str and value:
                         return value
         return None
 
@@ -598,6 +602,18 @@ def _named_in(value: Any, key: str, depth: int) -> str | None:
                 if name is not None:
                     return name
     return None
+
+
+def _marked(attributes: Mapping[str, Any], marks: tuple[tuple[str, str], ...]) -> bool:
+    """Whether every ``(key, value)`` mark is on the span.
+
+    A loop, not ``all()`` over a generator: 0.2 us against 1.2 us per span that
+    names a session key (measured with ``timeit``), on the live processor's path.
+    """
+    for key, value in marks:  # noqa: SIM110
+        if attributes.get(key) != value:
+            return False
+    return True
 
 
 def _first(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
