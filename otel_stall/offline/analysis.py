@@ -89,8 +89,6 @@ _Tool = tuple[ToolCall, Digests, "str | None", "str | None"]
 agent name it would give a run of its own."""
 _Models = dict[str, tuple[int, "str | None", ModelCall]]
 """Model spans by id: start time, parent, and the call (its outcome and usage, no payloads)."""
-_Agents = dict[str, tuple["str | None", int, "str | None"]]
-"""Agent spans (and agents used as tools) by id: agent name, end time and parent id."""
 
 
 @dataclass(slots=True)
