@@ -67,3 +67,45 @@ def test_late_agent_attributes_still_make_a_run_live_and_in_replay() -> None:
         assert context is not None
         expected = result.attributes.get(format(context.span_id, "016x"), {})
         assert stall(span) == expected, span.name
+
+
+OI_MODEL: dict[str, object] = {"openinference.span.kind": "LLM"}
+
+
+def _oi_tool(tracer: Tracer, name: str, query: str) -> None:
+    """An OpenInference tool span with its content from the start."""
+    attributes = {
+        "openinference.span.kind": "TOOL",
+        "tool.name": name,
+        "input.value": query,
+        "output.value": f"result of {query}",
+    }
+    with tracer.start_as_current_span(name, attributes=attributes):
+        pass
+
+
+def test_late_model_role_makes_an_agent_used_as_a_tool_a_run() -> None:
+    """A model span known as one only at its end still makes its tool span a run of its own."""
+    pipe = make_pipeline()
+    tool = {"openinference.span.kind": "TOOL", "tool.name": "research", "input.value": "q"}
+    agent = {"openinference.span.kind": "AGENT"}
+    with pipe.tracer.start_as_current_span("main", attributes=agent):
+        _late(pipe.tracer, "ChatOpenAI", OI_MODEL)
+        with (
+            pipe.tracer.start_as_current_span("research", attributes=tool),
+            pipe.tracer.start_as_current_span("LangGraph"),
+        ):
+            for _ in range(3):
+                _late(pipe.tracer, "ChatOpenAI", OI_MODEL)
+                _oi_tool(pipe.tracer, "fetch_page", "page 1")
+        _late(pipe.tracer, "ChatOpenAI", OI_MODEL)
+    exported = pipe.spans()
+    research, main = stall(pipe.one("research")), stall(pipe.one("main"))
+    assert (research["stall.tool_calls"], research["stall.rounds"]) == (3, 3)
+    assert (main["stall.tool_calls"], main["stall.rounds"]) == (1, 2)
+    replayed = analyse_spans(span_record(s) for s in exported)
+    (result,) = replayed.values()
+    for span in exported:
+        assert span.context is not None
+        expected = result.attributes.get(format(span.context.span_id, "016x"), {})
+        assert stall(span) == expected, span.name

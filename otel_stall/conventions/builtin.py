@@ -10,6 +10,7 @@ same records whichever way the spans arrive.
 from __future__ import annotations
 
 import enum
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -117,6 +118,12 @@ class _Tables:
     """Span names that mark a model span from its start, also followed by a space and more."""
     model_prefixes: tuple[str, ...]
     content_keys: frozenset[str]
+    handoffs: Mapping[str, str] = field(default_factory=dict)
+    """Handoff tools: tool name -> the argument naming the agent the run goes to."""
+    sessions: tuple[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], ...] = ()
+    """Per convention that names sessions: the marks of its spans, and its session keys."""
+    session_keys: frozenset[str] = frozenset()
+    """Every convention's session keys: a span holding none names no session."""
 
 
 def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
@@ -164,6 +171,11 @@ def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
                 *(name for name, _ in flat("output_events")),
             )
         ),
+        handoffs=dict(reversed(flat("handoff_tools"))),
+        sessions=tuple(
+            (conv.session_marks, conv.session_keys) for conv in conventions if conv.session_keys
+        ),
+        session_keys=frozenset(flat("session_keys")),
     )
 
 
@@ -322,6 +334,36 @@ class Conventions:
         if name in tables.model_names or name.startswith(tables.model_prefixes):
             return Role.MODEL
         return Role.OTHER
+
+    def session(self, attributes: Mapping[str, Any] | None) -> str | None:
+        """The session a span names, for an instrumentation whose runs no span spans.
+
+        Only a convention with ``session_keys`` names one, and only on its own
+        spans (its ``session_marks``): the same key set inside an agent's run by
+        another framework is not a run of its own. The caller decides where it
+        applies: to calls outside every agent span.
+        """
+        tables = self._tables
+        if not attributes or tables.session_keys.isdisjoint(attributes):
+            return None  # the common case, in one set test
+        for marks, keys in tables.sessions:
+            if _marked(attributes, marks):
+                for key in keys:
+                    value = attributes.get(key)
+                    if type(value) is str and value:
+                        return value
+        return None
+
+    def handoff_target(self, call: ToolCall) -> str | None:
+        """The agent a handoff call hands its run to; ``None``: not a handoff tool.
+
+        ``""`` when the call is one but its arguments do not name the agent
+        (content not captured): the run still changes hands.
+        """
+        key = self._tables.handoffs.get(call.tool)
+        if key is None:
+            return None
+        return _named_in(call.arguments, key, 4) or ""
 
     def _unless_step(self, role: Role, attributes: Mapping[str, Any]) -> Role:
         if role is Role.AGENT:
@@ -554,6 +596,37 @@ def is_agent_span_name(name: str) -> bool:
     """
     op = Op.INVOKE_AGENT
     return name.startswith(op) and (len(name) == len(op) or name[len(op)] == " ")
+
+
+def _named_in(value: Any, key: str, depth: int) -> str | None:
+    """The text under ``key`` in arguments (JSON text or decoded), a few levels deep."""
+    if isinstance(value, str | bytes) and depth:
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, Mapping) and depth:
+        found = value.get(key)
+        if isinstance(found, str):
+            return found
+        for inner in value.values():
+            if isinstance(inner, Mapping):
+                name = _named_in(inner, key, depth - 1)
+                if name is not None:
+                    return name
+    return None
+
+
+def _marked(attributes: Mapping[str, Any], marks: tuple[tuple[str, str], ...]) -> bool:
+    """Whether every ``(key, value)`` mark is on the span.
+
+    A loop, not ``all()`` over a generator: 0.2 us against 1.2 us per span that
+    names a session key (measured with ``timeit``), on the live processor's path.
+    """
+    for key, value in marks:  # noqa: SIM110
+        if attributes.get(key) != value:
+            return False
+    return True
 
 
 def _first(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> Any:

@@ -73,6 +73,16 @@ class SpanConvention:
     """How to turn content capture on, for the "content not captured" hint."""
     markers: tuple[str, ...] = ()
     """Keys that only this instrumentation writes: they pick its ``content_switch`` first."""
+    session_keys: tuple[str, ...] = ()
+    """Where a span names its session, for an instrumentation whose runs no span spans:
+    its calls outside every agent span make one run per session, across traces."""
+    handoff_tools: tuple[tuple[str, str], ...] = ()
+    """``(tool, argument)``: a call of ``tool`` hands its run over to the agent that
+    ``argument`` names, for a framework whose receiving agent has no span of its own:
+    the run's later calls are that agent's run (LlamaIndex AgentWorkflow)."""
+    session_marks: tuple[tuple[str, str], ...] = ()
+    """``(key, value)``: the spans ``session_keys`` is read on, this instrumentation's own
+    (others may set the same key inside runs of their own); none: every span."""
 
 
 GENAI: Final = SpanConvention(
@@ -223,8 +233,20 @@ GEMINI_CLI: Final = SpanConvention(
     "gemini-cli",
     content_switch="GEMINI_TELEMETRY_LOG_PROMPTS=true (telemetry.logPrompts in settings.json)",
     markers=("gen_ai.tool.call_id",),
+    session_keys=(GenAI.CONVERSATION_ID,),
+    session_marks=((GenAI.AGENT_NAME, "gemini-cli"),),
 )
-"""gemini-cli's telemetry: the GenAI keys (its roles are in :data:`GENAI`), its own switch."""
+"""gemini-cli's telemetry: the GenAI keys (its roles are in :data:`GENAI`), its own switch.
+
+No span spans a session: each model call and each tool round is a trace of its own,
+tied to the others only by ``gen_ai.conversation.id``, so the session is the run."""
+
+LLAMA_INDEX: Final = SpanConvention(
+    "LlamaIndex",
+    handoff_tools=(("handoff", "to_agent"),),
+)
+"""LlamaIndex's AgentWorkflow (read through OpenInference): the receiving agent of a
+``handoff`` call goes on under the same root span, its calls under the same steps."""
 
 BUILTIN: Final = (
     GENAI,
@@ -238,6 +260,7 @@ BUILTIN: Final = (
     AGENT_FRAMEWORK,
     VERCEL_AI_OTEL,
     GEMINI_CLI,
+    LLAMA_INDEX,
 )
 """In order of precedence: the first convention whose role key a span holds names its role."""
 

@@ -35,9 +35,17 @@ _KEY_LISTS: Final = (
     "result_keys",
     "tool_name_prefixes",
     "model_keys",
+    "session_keys",
 )
 _SETS: Final = ("fold_case", "synthetic_spans", "synthetic_tools", "placeholders")
-_PAIRS: Final = ("arguments_events", "result_events", "step_markers", "present")
+_PAIRS: Final = (
+    "arguments_events",
+    "result_events",
+    "step_markers",
+    "present",
+    "session_marks",
+    "handoff_tools",
+)
 _KNOWN: Final = frozenset({"name", "roles", "content_switch", *_KEY_LISTS, *_SETS, *_PAIRS})
 
 

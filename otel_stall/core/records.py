@@ -149,6 +149,16 @@ RunKey = Hashable
 """Identifies one agent invocation; the caller chooses it (trace id, agent span id, ...)."""
 
 
+def session_run_key(session: str) -> tuple[str, str]:
+    """The run key of a session's run, live and in replay: its calls span many traces."""
+    return ("session", session)
+
+
+def handoff_run_key(run_key: tuple[str | None, ...], agent: str) -> tuple[str | None, ...]:
+    """The run key of the run a handoff gave to ``agent``, within the run ``run_key``."""
+    return (*run_key, agent)
+
+
 @dataclass(slots=True)
 class ToolCall:
     """One tool call as the detector sees it: no spans, no OpenTelemetry types.

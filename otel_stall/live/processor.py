@@ -228,6 +228,22 @@ class StallSpanProcessor(SpanProcessor):
         """Finish runs idle for longer than the TTL now; returns how many."""
         return self._table.evict_expired()
 
+    def end_session(self, session: str) -> RunReport | None:
+        """Finish a session's run now; its report, or ``None`` if it has none open.
+
+        For instrumentations whose runs no span spans (gemini-cli: a trace per
+        model call and per tool round, tied by ``gen_ai.conversation.id``): no
+        span's end can close such a run, so it ends here, when idle for
+        ``run_ttl_seconds``, when the ``max_runs`` or byte bound evicts it, or at
+        shutdown. A later call of the session opens a new run.
+        """
+        run = self._table.end_session(session)
+        if run is None:
+            return None
+        report = self._finish_early(run)
+        run.release()
+        return report
+
     def run_for(self, ctx: SpanContext) -> Run | None:
         """The run a call made inside the span ``ctx`` belongs to, if it has state (the guard's)."""
         return self._table.run_for(ctx)
@@ -391,7 +407,8 @@ class StallSpanProcessor(SpanProcessor):
         elif role is Role.MODEL:
             run = self._table.model_started(span, inherit)
             if inherit is None or not inherit.in_model:  # a nested model span is the same call
-                self._model(span, run, span.get_span_context().trace_id)  # its round opens now
+                trace_id = span.get_span_context().trace_id
+                self._model(span, run, trace_id, attributes)  # its round opens now
         elif role is Role.AGENT:
             self._table.agent_started(span, inherit)
         elif inherit is not None:  # role keys, but no role: a plain span after all
@@ -466,8 +483,10 @@ class StallSpanProcessor(SpanProcessor):
             return {}
         if role is Role.MODEL and not node.in_model:  # a nested model span is the same call
             if node.role is not Role.MODEL:
-                # Classified only at its end: open its round now, at its start time.
-                self._model(span, node.run, ctx.trace_id)
+                # Classified only at its end: open its round now, at its start time; inside
+                # a tool span, it makes that tool an agent used as a tool now.
+                self._table.adopt(node)
+                self._model(span, node.run, ctx.trace_id, attributes)
             self._model_ended(span, node.run, ctx.trace_id, attributes)
         return {}
 
@@ -487,7 +506,9 @@ class StallSpanProcessor(SpanProcessor):
         node: Node,
     ) -> dict[str, Any]:
         """Feed one ended tool span to its run; the ``stall.*`` attributes for its copy."""
-        run = self._table.use(node.run, ctx.trace_id, span.parent)
+        # Outside every agent span, a call that names a session feeds the session's run.
+        session = None if node.run is not None else self.conventions.session(attributes)
+        run = self._table.use(node.run, ctx.trace_id, span.parent, session)
         if run is None:
             return {}
         call = self.conventions.tool_call(span_record(span, attributes), run.run_key)
@@ -505,11 +526,17 @@ class StallSpanProcessor(SpanProcessor):
         self._metrics.record_row(observation.row)
         if observation.findings:
             self._deliver(observation.findings, run, call.end_ns)
+        target = self.conventions.handoff_target(call)
+        if target is not None:  # the run's later calls are the receiving agent's
+            self._table.hand_over(run, target)
         return tool_span_attributes(observation.row)
 
-    def _model(self, span: ReadableSpan, run: Run | None, trace_id: int) -> None:
+    def _model(
+        self, span: ReadableSpan, run: Run | None, trace_id: int, attributes: dict[str, Any]
+    ) -> None:
         """A model call opens a round at its start, as the batch analysis orders it."""
-        run = self._table.use(run, trace_id, span.parent)
+        session = None if run is not None else self.conventions.session(attributes)
+        run = self._table.use(run, trace_id, span.parent, session)
         if run is None:
             return
         call = self.conventions.model_call(span_record(span), run.run_key)
@@ -528,7 +555,8 @@ class StallSpanProcessor(SpanProcessor):
         self, span: ReadableSpan, run: Run | None, trace_id: int, attributes: dict[str, Any]
     ) -> None:
         """A model call's outcome, once it ended: failure loops and wasted tokens read it."""
-        run = self._table.use(run, trace_id, span.parent)
+        session = None if run is not None else self.conventions.session(attributes)
+        run = self._table.use(run, trace_id, span.parent, session)
         if run is None:
             return
         call = self.conventions.model_call(span_record(span, attributes), run.run_key)
@@ -546,9 +574,12 @@ class StallSpanProcessor(SpanProcessor):
 
         Returns the copy's events, and how many more events were dropped.
         """
+        when = span.end_time or 0
+        if run.receivers:  # the runs its handoffs gave away end with it
+            for receiver in self._table.receivers_ended(run):
+                self._finish_receiver(receiver, when)
         if not self._table.end_run(run):
             return None, 0  # never used: an agent span with no tool or model call
-        when = span.end_time or 0
         report, new = self._close(run, span, when)
         run.span = None
         if report is None:
@@ -581,6 +612,13 @@ class StallSpanProcessor(SpanProcessor):
                 self._fired(up, findings, when)
         if findings:
             self._deliver(findings, up, when)
+
+    def _finish_receiver(self, run: Run, when: int) -> None:
+        """Finish the run a handoff gave away, as its giver's span ends; then let go of it."""
+        _, new = self._close(run, None, when)
+        if new:
+            self._deliver(new, run, when)
+        run.release()
 
     def _run_events(self, span: ReadableSpan, run: Run) -> tuple[list[Event], int]:
         """The span's events plus the run's findings that could not go on it while open.
@@ -660,8 +698,8 @@ class StallSpanProcessor(SpanProcessor):
 
     def _fired(self, run: Run, findings: Sequence[Finding], when: int) -> None:
         """Under the run lock: add findings to the run span if open, else keep them for its copy."""
-        if self.settings.event_signal == "logs":
-            return  # log-based events only: _deliver emits them
+        if self.settings.event_signal == "logs" or run.spanless:
+            return  # log-based events only (_deliver emits them), or no run span to carry them
         span = run.span
         if self.settings.live_events and span is not None and span.is_recording():
             for finding in findings:
@@ -769,6 +807,10 @@ def _run_context(run: Run) -> Context:
 
 def _report_attributes(run: Run, span: ReadableSpan | None) -> dict[str, Any]:
     """What a finished run's report says about where it ran."""
+    if run.session is not None:  # no span spans it, and its calls span many traces
+        return {"trace_id": None, "run_span_id": None, "agent": None, "session": run.session}
+    if run.owner is not None:  # a handoff's receiving agent: no span of its own
+        return {"trace_id": run.run_key[0], "run_span_id": None, "agent": run.run_key[-1]}
     attributes = span.attributes if span is not None else None
     ctx = span.context if span is not None else None
     return {

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan, Span
@@ -26,7 +26,13 @@ from opentelemetry.trace import SpanContext
 
 from otel_stall.conventions import Role
 from otel_stall.core.detector import RunDetector
-from otel_stall.core.records import Finding, RunReport, Status
+from otel_stall.core.records import (
+    Finding,
+    RunReport,
+    Status,
+    handoff_run_key,
+    session_run_key,
+)
 
 TOUCH: Final = 1.0
 """Seconds within which a run is not moved in the LRU order again (saves a lock)."""
@@ -58,27 +64,48 @@ class Run:
         "context",
         "detector",
         "evicted",
+        "handed",
         "key",
         "last",
         "lock",
+        "owner",
         "pending",
         "pending_dropped",
+        "receivers",
         "registered",
         "report",
         "run_key",
+        "session",
         "span_id",
         "trace_id",
     )
 
-    def __init__(self, trace_id: int, span_id: int | None, span: Span | None) -> None:
+    def __init__(
+        self, trace_id: int, span_id: int | None, span: Span | None, session: str | None = None
+    ) -> None:
         self.trace_id = trace_id
+        """The run's trace; a session run's: the trace of its first call (for exemplars)."""
         self.span_id = span_id
-        """The agent span's id, or ``None`` when the trace is the run."""
-        self.key = (trace_id, span_id)
-        self.run_key = (
-            format(trace_id, "032x"),
-            None if span_id is None else format(span_id, "016x"),
-        )
+        """The agent span's id, or ``None`` when the trace (or a session) is the run."""
+        self.session = session
+        """The session a session run is (no span spans it: it ends idle, by bound or
+        :meth:`RunTable.end_session`); ``None`` for a span's run."""
+        self.owner: Run | None = None
+        """On a run a handoff gave to another agent: the run it was handed from."""
+        self.handed: Run | None = None
+        """On a run that handed off: the run its later calls feed (the receiving agent's)."""
+        self.receivers: dict[str, Run] | None = None
+        """On a run that handed off: the receiving agents' runs, by agent name."""
+        self.key: Hashable
+        self.run_key: tuple[str | None, ...]
+        if session is not None:
+            self.key = self.run_key = session_run_key(session)
+        else:
+            self.key = (trace_id, span_id)
+            self.run_key = (
+                format(trace_id, "032x"),
+                None if span_id is None else format(span_id, "016x"),
+            )
         """The same run key :class:`otel_stall.offline.analysis.TraceAnalyzer` uses."""
         self._span: weakref.ref[Span] | None = None
         self.span = span
@@ -105,6 +132,11 @@ class Run:
         """The bytes this run is counted for in its table's total; set under the table lock."""
         self.charged_calls = 0
         """The calls ``charged`` covers: beyond them the run is charged again (table lock)."""
+
+    @property
+    def spanless(self) -> bool:
+        """No span is this run's run span (a session's run, a handoff's receiving agent's)."""
+        return self.session is not None or self.owner is not None
 
     @property
     def span(self) -> Span | None:
@@ -232,7 +264,7 @@ class RunTable:
         self.clock = clock
         self.on_evict = on_evict
         self.lock = threading.Lock()
-        self.runs: OrderedDict[tuple[int, int | None], Run] = OrderedDict()
+        self.runs: OrderedDict[Hashable, Run] = OrderedDict()
         """Registered runs by key, least recently used first."""
         self.spans: dict[int, Node] = {}
         """Tracked open spans by span id."""
@@ -319,19 +351,25 @@ class RunTable:
         Inside a tool span with no agent span between, the tool span is an agent
         used as a tool: it becomes the run span of the calls made inside it.
         """
-        if inherit is not None and inherit.nested and inherit.owner is not None:
-            owner = inherit.owner
-            ctx = owner.get_span_context()
-            inherit.run, inherit.nested, inherit.owner = (
-                Run(ctx.trace_id, ctx.span_id, owner),
-                False,
-                None,
-            )
+        if inherit is not None:
+            self.adopt(inherit)
         run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
         child = Node(run, nested, in_model=True)
         node = Node(run, nested, Role.MODEL, None, child, inherit is not None and inherit.in_model)
         self.track(span.get_span_context().span_id, node)
         return run
+
+    @staticmethod
+    def adopt(node: Node) -> None:
+        """A model call inside a tool span's node: the tool span is an agent used as a tool.
+
+        It becomes the run span of the calls made inside it. The node is shared by
+        the plain spans between, so their children see the run too.
+        """
+        owner = node.owner
+        if node.nested and owner is not None:
+            ctx = owner.get_span_context()
+            node.run, node.nested, node.owner = Run(ctx.trace_id, ctx.span_id, owner), False, None
 
     def agent_started(self, span: Span, inherit: Node | None) -> None:
         """Track an agent span: it opens its own run, which its descendants belong to."""
@@ -404,12 +442,11 @@ class RunTable:
         node = self.spans.get(ctx.span_id)
         inherit = None if node is None else node.inherited()
         if inherit is not None and inherit.run is not None:
-            return inherit.run
+            return inherit.run.handed or inherit.run
         with self.lock:
             root = self.roots.get(ctx.trace_id)
-            if isinstance(root, Run):
-                return root
-            return self.runs.get((ctx.trace_id, None))
+            run = root if isinstance(root, Run) else self.runs.get((ctx.trace_id, None))
+            return None if run is None else run.handed or run
 
     def trace_run(self, trace_id: int) -> Run | None:
         """The trace's own run, if it was made (never creates one)."""
@@ -443,20 +480,29 @@ class RunTable:
 
     # -- runs ----------------------------------------------------------------
 
-    def use(self, run: Run | None, trace_id: int, parent: SpanContext | None) -> Run | None:
+    def use(
+        self,
+        run: Run | None,
+        trace_id: int,
+        parent: SpanContext | None,
+        session: str | None = None,
+    ) -> Run | None:
         """The run a tool or model call feeds, registered and touched.
 
-        ``run`` is the span's run if known, else ``None``: the trace's run, created
-        if needed. ``None`` when the run already ended or was evicted (possibly by
-        this very call), and for a span with no known run begun under an agent span
-        that has ended (``parent``): its run is over, and the trace's is not its run.
+        ``run`` is the span's run if known, else ``None``: the run of ``session``
+        if the call names one (see ``Conventions.session``), else the trace's run,
+        created if needed. ``None`` when the run already ended or was evicted
+        (possibly by this very call), and for a span with no known run begun under
+        an agent span that has ended (``parent``): its run is over, and the
+        trace's is not its run.
         """
         now = self.clock()
         if run is None:
             if parent is not None and parent.span_id in self.ended_agents:
                 return None
-            found = self.roots.get(trace_id)
-            run = found if isinstance(found, Run) else self.runs.get((trace_id, None))
+            run = self._known_run(trace_id, session)
+        if run is not None and run.handed is not None:
+            run = run.handed  # after a handoff, the receiving agent's run
         if (
             run is not None
             and run.registered
@@ -468,10 +514,13 @@ class RunTable:
         evicted: list[Run] = []
         with self.lock:
             runs = self.runs
-            if run is None:
+            if run is None and session is not None:
+                run = runs.get(session_run_key(session)) or Run(trace_id, None, None, session)
+            elif run is None:
                 run = self._trace_run(trace_id)
                 if run is None:
                     return None
+            run = run.handed or run
             if run.evicted:
                 return None
             if run.registered:
@@ -491,6 +540,13 @@ class RunTable:
         for old in evicted:
             self.on_evict(old)
         return None if run.evicted else run  # the bound may have evicted this very run
+
+    def _known_run(self, trace_id: int, session: str | None) -> Run | None:
+        """The session's run, or else the trace's, if it exists (read without the lock)."""
+        if session is not None:
+            return self.runs.get(session_run_key(session))
+        found = self.roots.get(trace_id)
+        return found if isinstance(found, Run) else self.runs.get((trace_id, None))
 
     def end_run(self, run: Run) -> bool:
         """Remove a run whose run span ended; false if it was never used (nothing to finish).
@@ -512,6 +568,55 @@ class RunTable:
                 self.finished += 1
             run.evicted = True
         return True
+
+    def hand_over(self, run: Run, agent: str) -> None:
+        """A handoff call of ``run`` ended: the calls that follow in it are ``agent``'s run.
+
+        That run has no span of its own; it ends with the run it was handed from
+        (see :meth:`receivers_ended`). A handoff back to an agent that had the
+        run before goes on with that agent's run.
+        """
+        with self.lock:
+            base = run.owner or run
+            receivers = base.receivers
+            if receivers is None:
+                receivers = base.receivers = {}
+            receiver = receivers.get(agent)
+            if receiver is None:
+                receiver = receivers[agent] = Run(base.trace_id, None, None)
+                receiver.key = receiver.run_key = handoff_run_key(base.run_key, agent)
+                receiver.owner = base
+                receiver.context = base.context
+            base.handed = receiver
+
+    def receivers_ended(self, run: Run) -> list[Run]:
+        """``run`` ended: remove the runs its handoffs gave away; those used, to finish."""
+        with self.lock:
+            receivers = list((run.receivers or {}).values())
+            run.receivers = run.handed = None
+            used = []
+            for receiver in receivers:
+                if receiver.registered and self.runs.get(receiver.key) is receiver:
+                    del self.runs[receiver.key]
+                    self.run_bytes -= receiver.charged
+                    self.finished += 1
+                    used.append(receiver)
+                receiver.evicted = True
+        return used
+
+    def end_session(self, session: str) -> Run | None:
+        """Remove a session's run, which no span ends: the caller finishes it; ``None``: none.
+
+        A later call of the session opens a new run.
+        """
+        with self.lock:
+            run = self.runs.pop(session_run_key(session), None)
+            if run is None:
+                return None
+            self.run_bytes -= run.charged
+            self.finished += 1
+            run.evicted = True
+        return run
 
     def evict_expired(self) -> int:
         """Evict runs idle for longer than the TTL now; returns how many."""

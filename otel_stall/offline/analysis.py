@@ -34,6 +34,8 @@ from otel_stall.core.records import (
     Status,
     ToolCall,
     Verdict,
+    handoff_run_key,
+    session_run_key,
 )
 from otel_stall.core.signing import Digests
 from otel_stall.core.stall_attributes import (
@@ -80,6 +82,9 @@ class TraceResult:
     unrecognised: dict[str, int] = field(default_factory=dict)
     """In a trace with no tool call recognised: names of spans that look agent-like but no
     convention reads, with how many."""
+    sessions: dict[str, SessionPart] = field(default_factory=dict)
+    """This trace's calls of session runs (see :class:`SessionRuns`), by session id: they
+    are detected once every trace of the session is in."""
 
 
 _Tool = tuple[ToolCall, Digests, "str | None", "str | None"]
@@ -91,6 +96,17 @@ _Models = dict[str, tuple[int, "str | None", ModelCall]]
 
 _Delegates = dict[str, tuple["str | None", Verdict]]
 """Sub-agent runs that stalled, by run span id: agent name and verdict, for their parent."""
+
+
+@dataclass(slots=True)
+class SessionPart:
+    """One trace's calls of a session run, payload-free, as its analysis left them."""
+
+    keys: list[tuple[int, int, str]] = field(default_factory=list)
+    tools: dict[str, _Tool] = field(default_factory=dict)
+    models: _Models = field(default_factory=dict)
+    contentless: dict[str, str | None] = field(default_factory=dict)
+    previews: dict[str, str] = field(default_factory=dict)
 
 
 def _feed(
@@ -147,6 +163,7 @@ class TraceAnalyzer:
     __slots__ = (
         "_agents",
         "_contentless",
+        "_handoffs",
         "_links",
         "_models",
         "_odd_links",
@@ -154,6 +171,7 @@ class TraceAnalyzer:
         "_root_end",
         "_root_id",
         "_root_start",
+        "_sessions",
         "_tools",
         "_unrecognised",
         "conventions",
@@ -192,6 +210,10 @@ class TraceAnalyzer:
         """The earliest parentless span: only its id and times are kept, not the span."""
         self._root_start = 0
         self._root_end = 0
+        self._sessions: dict[str, str] | None = None
+        """Tool and model spans that name a session (see ``Conventions.session``): its id."""
+        self._handoffs: dict[str, str] | None = None
+        """Handoff tool spans (see ``Conventions.handoff_target``): the agent they hand to."""
 
     # -- intake --------------------------------------------------------------------------
 
@@ -218,6 +240,8 @@ class TraceAnalyzer:
                             self._odd_links = {}
                         self._odd_links[span_id] = parent
                 return role
+        if role is not Role.AGENT:
+            self._note_session(span)
         if role is _TOOL:
             self._keep_tool(span, parent)
         elif role is _MODEL:
@@ -230,6 +254,14 @@ class TraceAnalyzer:
                 self._agents = {}
             self._agents[span_id] = (agent_name(span.attributes), span.end_ns, parent)
         return role
+
+    def _note_session(self, span: SpanRecord) -> None:
+        """Note the session a tool or model span names: outside every agent span, its run."""
+        session = self.conventions.session(span.attributes)
+        if session is not None:
+            if self._sessions is None:
+                self._sessions = {}
+            self._sessions[span.span_id] = _intern(session)
 
     def _note_unrecognised(self, span: SpanRecord) -> None:
         """Count a plain span whose name looks agent-like and that holds no role key."""
@@ -252,6 +284,11 @@ class TraceAnalyzer:
         that captures content.
         """
         call = self.conventions.tool_call(span)
+        target = self.conventions.handoff_target(call)
+        if target is not None:
+            if self._handoffs is None:
+                self._handoffs = {}
+            self._handoffs[span.span_id] = target
         if call.arguments is ABSENT and call.result is ABSENT:
             if self._contentless is None:
                 self._contentless = {}
@@ -295,11 +332,14 @@ class TraceAnalyzer:
 
     # -- analysis ------------------------------------------------------------------------
 
-    def analyse(self, *, enrich: bool = True) -> TraceResult:
+    def analyse(self, *, enrich: bool = True, sessions: bool = False) -> TraceResult:
         """Resolve runs, order events as the live processor would, and detect.
 
         ``enrich=False`` leaves :attr:`TraceResult.attributes` and ``events``
-        empty: a report needs only the runs' reports.
+        empty: a report needs only the runs' reports. ``sessions``: the calls
+        outside every agent span that name a session go to
+        :attr:`TraceResult.sessions` instead of the trace's run, for
+        :class:`SessionRuns` to join with the session's other traces.
         """
         result = TraceResult(self.trace_id)
         tools = self._tools or {}
@@ -333,13 +373,18 @@ class TraceAnalyzer:
                 runs[run] = [key, done]
             else:
                 found += (key, done)
+        if sessions and self._sessions and None in runs:
+            self._split_sessions(result, runs, tools, models)
+        handed = self._split_handoffs(runs) if self._handoffs else []
         if len(runs) == 1:
             for run_span, keys in runs.items():
                 keys.sort()
                 run_span_id = run_span if run_span is not None else self._root_id
                 self._detect(result, run_span, run_span_id, keys, tools, models, agents, enrich, {})
-            return result
-        self._detect_nested(result, runs, walk, tools, models, agents, enrich)
+        else:
+            self._detect_nested(result, runs, walk, tools, models, agents, enrich)
+        for run_span, agent, keys in handed:  # no span of their own: no run attributes
+            self._detect(result, run_span, None, keys, tools, models, agents, enrich, {}, agent)
         return result
 
     def _detect_nested(
@@ -398,20 +443,64 @@ class TraceAnalyzer:
         keys.append((end_ns, _DELEGATE, child))
         delegates[child] = (name, verdict)
 
-    def _content_note(self, keys: list[tuple[int, int, str]]) -> dict[str, object]:
-        """``content_captured: False`` and the switch, if no tool call of the run had content.
+    def _split_handoffs(
+        self, runs: dict[str | None, list[tuple[int, int, str]]]
+    ) -> list[tuple[str | None, str, list[tuple[int, int, str]]]]:
+        """Cut each run at its handoff calls: what follows one is the receiving agent's run.
 
-        The detector never calls content-less calls repeats, so such a run is
-        ``ok`` by construction: the report says so rather than look healthy.
+        The handoff call itself stays with the agent that made it. Runs by the
+        run they were cut from and the receiving agent's name, in time order.
         """
-        contentless = self._contentless
-        if not contentless:
-            return {}
-        tools = [span_id for _, order, span_id in keys if order == _TOOL_FIRST]
-        if not tools or any(span_id not in contentless for span_id in tools):
-            return {}
-        switch = next((contentless[t] for t in tools if contentless[t]), None)
-        return {"content_captured": False, "content_switch": switch}
+        handoffs = self._handoffs or {}
+        handed: list[tuple[str | None, str, list[tuple[int, int, str]]]] = []
+        for run_span, keys in runs.items():
+            if not any(key[2] in handoffs and key[1] == _TOOL_FIRST for key in keys):
+                continue
+            keys.sort()
+            own: list[tuple[int, int, str]] = []
+            receivers: dict[str, list[tuple[int, int, str]]] = {}
+            current = own
+            for key in keys:
+                current.append(key)
+                if key[1] == _TOOL_FIRST and key[2] in handoffs:
+                    current = receivers.setdefault(handoffs[key[2]], [])
+            runs[run_span] = own
+            handed += ((run_span, agent, got) for agent, got in receivers.items() if got)
+        return handed
+
+    def _split_sessions(
+        self,
+        result: TraceResult,
+        runs: dict[str | None, list[tuple[int, int, str]]],
+        tools: dict[str, _Tool],
+        models: _Models,
+    ) -> None:
+        """Move the trace run's calls that name a session to their session's part."""
+        sessions = self._sessions or {}
+        contentless, previews = self._contentless or {}, self._previews or {}
+        rest: list[tuple[int, int, str]] = []
+        for key in runs.pop(None):
+            span_id = key[2]
+            session = sessions.get(span_id)
+            if session is None:
+                rest.append(key)
+                continue
+            part = result.sessions.get(session)
+            if part is None:
+                part = result.sessions[session] = SessionPart()
+            part.keys.append(key)
+            tool = tools.get(span_id)
+            if tool is None:
+                part.models[span_id] = models[span_id]
+                continue
+            part.tools[span_id] = tool
+            if span_id in contentless:
+                part.contentless[span_id] = contentless[span_id]
+            head = previews.get(tool[1].call_signature)
+            if head is not None:
+                part.previews[tool[1].call_signature] = head
+        if rest:
+            runs[None] = rest
 
     def _detect(
         self,
@@ -424,8 +513,15 @@ class TraceAnalyzer:
         agents: dict[str, tuple[str | None, int, str | None]],
         enrich: bool,
         delegates: _Delegates,
+        handoff: str | None = None,
     ) -> RunReport:
-        detector = RunDetector(self.policy, (self.trace_id, agent_span))
+        """Detect one run; ``handoff``: the agent a handoff gave the run of ``agent_span`` to."""
+        run_key = (
+            (self.trace_id, agent_span)
+            if handoff is None
+            else handoff_run_key((self.trace_id, agent_span), handoff)
+        )
+        detector = RunDetector(self.policy, run_key)
         fired = _feed(detector, keys, tools, models, enrich, delegates)
         agent = agents.get(agent_span) if agent_span is not None else None
         if agent is not None:
@@ -439,10 +535,10 @@ class TraceAnalyzer:
         context: dict[str, Any] = {
             "trace_id": self.trace_id,
             "run_span_id": run_span_id,
-            "agent": agent[0] if agent is not None and agent_span else None,
-            **self._content_note(keys),
+            "agent": handoff if handoff is not None else _agent_of(agent, agent_span),
+            **_content_note(self._contentless, keys),
         }
-        previews = self._finding_previews(report)
+        previews = _finding_previews(self._previews, report)
         if previews:
             context["argument_previews"] = previews
         if report.attributes:
@@ -464,19 +560,118 @@ class TraceAnalyzer:
             ]
         return report
 
-    def _finding_previews(self, report: RunReport) -> dict[str, str]:
-        """Argument previews of the calls the findings point at, by call signature."""
-        previews = self._previews
-        if not previews or not report.findings:
-            return {}
-        seqs = {f.seq for f in report.findings}
-        found: dict[str, str] = {}
-        for row in report.ledger:
-            head = previews.get(row.call_signature) if row.seq in seqs else None
-            preview = None if head is None else argument_preview(head)
-            if preview is not None:
-                found[row.call_signature] = preview
-        return found
+
+def _agent_of(agent: tuple[str | None, int, str | None] | None, span: str | None) -> str | None:
+    """The agent name of an agent span's run (none for a trace's run)."""
+    return agent[0] if agent is not None and span else None
+
+
+def _content_note(
+    contentless: dict[str, str | None] | None, keys: list[tuple[int, int, str]]
+) -> dict[str, object]:
+    """``content_captured: False`` and the switch, if no tool call of the run had content.
+
+    The detector never calls content-less calls repeats, so such a run is
+    ``ok`` by construction: the report says so rather than look healthy.
+    """
+    if not contentless:
+        return {}
+    tools = [span_id for _, order, span_id in keys if order == _TOOL_FIRST]
+    if not tools or any(span_id not in contentless for span_id in tools):
+        return {}
+    switch = next((contentless[t] for t in tools if contentless[t]), None)
+    return {"content_captured": False, "content_switch": switch}
+
+
+def _finding_previews(previews: dict[str, str] | None, report: RunReport) -> dict[str, str]:
+    """Argument previews of the calls the findings point at, by call signature."""
+    if not previews or not report.findings:
+        return {}
+    seqs = {f.seq for f in report.findings}
+    found: dict[str, str] = {}
+    for row in report.ledger:
+        head = previews.get(row.call_signature) if row.seq in seqs else None
+        preview = None if head is None else argument_preview(head)
+        if preview is not None:
+            found[row.call_signature] = preview
+    return found
+
+
+class SessionRuns:
+    """Joins session runs across traces: one run per session, detected once all are in.
+
+    An instrumentation with no span spanning a run (gemini-cli: each model call
+    and each tool round is a trace of its own) names its session on every span
+    instead; its calls outside every agent span are one run per session, as
+    the live processor makes them. The replay hands every analysed trace to
+    :meth:`add`, then calls :meth:`finish`. A session run has no run span:
+    its tool spans get their ``stall.*`` attributes, and its report and
+    findings are the report's alone (no span carries the run's attributes or
+    ``stall.detected`` events; live, findings reach metrics, log events and
+    ``on_finding``).
+    """
+
+    __slots__ = ("_parts", "policy")
+
+    def __init__(self, policy: StallPolicy | None = None) -> None:
+        self.policy = policy or StallPolicy()
+        self._parts: dict[str, list[tuple[TraceResult, SessionPart]]] = {}
+
+    def add(self, result: TraceResult) -> None:
+        """Keep a trace's session parts; the trace's own runs are done already."""
+        for session, part in result.sessions.items():
+            self._parts.setdefault(session, []).append((result, part))
+        result.sessions = {}
+
+    def finish(self, *, enrich: bool = True) -> list[tuple[TraceResult, RunReport]]:
+        """Detect every session's run; its tool spans' attributes go to their traces.
+
+        Each report comes with the trace of the session's first call.
+        """
+        reports = [self._detect(s, parts, enrich) for s, parts in self._parts.items()]
+        self._parts = {}
+        return reports
+
+    def _detect(
+        self, session: str, parts: list[tuple[TraceResult, SessionPart]], enrich: bool
+    ) -> tuple[TraceResult, RunReport]:
+        keys: list[tuple[int, int, str]] = []
+        tools: dict[str, _Tool] = {}
+        models: _Models = {}
+        contentless: dict[str, str | None] = {}
+        previews: dict[str, str] = {}
+        owner: dict[str, TraceResult] = {}
+        for result, part in parts:
+            keys += part.keys
+            tools.update(part.tools)
+            models.update(part.models)
+            contentless.update(part.contentless)
+            for signature, head in part.previews.items():
+                previews.setdefault(signature, head)
+            owner.update(dict.fromkeys(part.tools, result))
+            owner.update(dict.fromkeys(part.models, result))
+        keys.sort()
+        detector = RunDetector(self.policy, session_run_key(session))
+        _feed(detector, keys, tools, models, False, {})  # a session has no sub-agents
+        report = detector.finish()
+        context: dict[str, Any] = {
+            "trace_id": None,
+            "run_span_id": None,
+            "agent": None,
+            "session": session,
+            **_content_note(contentless, keys),
+        }
+        found = _finding_previews(previews, report)
+        if found:
+            context["argument_previews"] = found
+        report = replace(report, attributes=context)
+        if enrich:
+            for row in report.ledger:
+                span_id = row.span_id
+                trace = None if span_id is None else owner.get(span_id)
+                if span_id is not None and trace is not None:
+                    trace.attributes.setdefault(span_id, {}).update(tool_span_attributes(row))
+        return owner[keys[0][2]], report
 
 
 def _payload_free(call: ToolCall) -> ToolCall:
@@ -658,4 +853,10 @@ def analyse_spans(
         if analyzer is None:
             analyzer = analyzers[span.trace_id] = TraceAnalyzer(span.trace_id, policy, conventions)
         analyzer.add(span)
-    return {trace_id: a.analyse() for trace_id, a in analyzers.items()}
+    results = {trace_id: a.analyse(sessions=True) for trace_id, a in analyzers.items()}
+    joined = SessionRuns(policy)
+    for result in results.values():
+        joined.add(result)
+    for trace, report in joined.finish():  # listed with the trace of its first call
+        trace.reports.append(report)
+    return results

@@ -43,7 +43,7 @@ from otel_stall.core.detector import detect
 from otel_stall.core.errors import InputError
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport, Verdict
-from otel_stall.offline.analysis import TraceResult
+from otel_stall.offline.analysis import SessionRuns, TraceResult
 from otel_stall.offline.intake import Intake
 from otel_stall.offline.readers import (
     DEFAULT_MAX_MESSAGE,
@@ -222,14 +222,17 @@ class Replayer:
         result.spans += intake.spans
         analyzers = intake.analyzers
         result.trace_count = len(analyzers)
+        sessions = SessionRuns(policy)
         for trace_id in list(analyzers):
-            analysis = analyzers.pop(trace_id).analyse(enrich=keep_enrichment)
+            analysis = analyzers.pop(trace_id).analyse(enrich=keep_enrichment, sessions=True)
             if keep_enrichment:
                 result.traces[trace_id] = analysis
             result.reports.extend(analysis.reports)
             result.model_calls += analysis.model_calls
             for name, count in analysis.unrecognised.items():
                 result.unrecognised[name] = result.unrecognised.get(name, 0) + count
+            sessions.add(analysis)
+        result.reports.extend(report for _, report in sessions.finish(enrich=keep_enrichment))
         return result
 
     def _units(self, path: str, label: str, errors: list[InputError]) -> Iterator[Unit]:

@@ -139,6 +139,7 @@ def run_json(report: RunReport, *, redact: bool = False) -> dict[str, Any]:
         "trace_id": attrs.get("trace_id"),
         "run_span_id": attrs.get("run_span_id"),
         "agent": attrs.get("agent"),
+        **({"session": attrs["session"]} if attrs.get("session") else {}),
         **_content_json(attrs),
         "verdict": report.verdict.value,
         "stall_score": report.stall_score,
@@ -325,6 +326,8 @@ def run_title(report: RunReport) -> str:
         where.append(f"trace {attrs['trace_id']}")
     if attrs.get("run_span_id"):
         where.append(f"span {attrs['run_span_id']}")
+    if attrs.get("session"):  # a session run: its calls span many traces
+        where.append(f"session {attrs['session']}")
     return f"{agent}" + (f" ({', '.join(where)})" if where else "")
 
 

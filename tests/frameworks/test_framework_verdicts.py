@@ -43,52 +43,11 @@ tomllib = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else 
 HERE = Path(__file__).parent
 MANIFEST: list[dict[str, Any]] = tomllib.loads((HERE / "manifest.toml").read_text())["fixture"]
 SEVERITY = ("break", "escalate", "warn", "ok")
-SESSION = (
-    "gemini-cli has no span that spans a session: each model call and tool round is "
-    "its own trace, tied only by gen_ai.conversation.id; runs across traces are not built"
-)
-KNOWN_GAPS = {
-    "llama-index/0.14.25-openinference/handoff.jsonl": (
-        "AgentWorkflow continues the receiving agent under the same root CHAIN span; "
-        "only the handoff tool call and setup_agent's output text show the switch"
-    ),
-    **{
-        f"gemini-cli/0.61.0-telemetry/{s}.jsonl": SESSION
-        for s in ("loop", "progress", "parallel", "failing", "loop-nocontent")
-    },
-}
-"""Fixtures whose expectation is not met yet, and why: strict, so a fix shows up."""
-LATE_MODEL = (
-    "an agent used as a tool becomes a run when its first model call starts; a model span "
-    "that is one only at its end (and not by its name) comes too late to be that call"
-)
-LIVE_GAPS = {
-    ("gemini-cli/0.61.0-telemetry/loop.jsonl", True): (
-        "a tool_call span ends 24 us after its trace's root: the live processor drops a "
-        "span that ends after its trace's root (its run is over), replay counts it"
-    ),
-    ("langgraph/1.2.24-create-agent/subagent.jsonl", False): LATE_MODEL,
-    ("langgraph/1.2.24-openinference/subagent.jsonl", False): LATE_MODEL,
-    ("llama-index/0.14.25-openinference/subagent.jsonl", False): LATE_MODEL,
-}
-LIVE_GAPS[("gemini-cli/0.61.0-telemetry/loop.jsonl", False)] = LIVE_GAPS[
-    ("gemini-cli/0.61.0-telemetry/loop.jsonl", True)
-]
-"""Where the live processor cannot match the replay, by fixture and roles-at-start."""
 
 
 def _cases() -> list[Any]:
-    """Every manifest entry, the known gaps marked as expected failures."""
-    return [
-        pytest.param(
-            entry,
-            id=entry["path"],
-            marks=[pytest.mark.xfail(reason=KNOWN_GAPS[entry["path"]], strict=True)]
-            if entry["path"] in KNOWN_GAPS
-            else [],
-        )
-        for entry in MANIFEST
-    ]
+    """Every manifest entry, named by its path."""
+    return [pytest.param(entry, id=entry["path"]) for entry in MANIFEST]
 
 
 def _found(reports: list[RunReport]) -> tuple[str, int, int]:
@@ -247,16 +206,12 @@ def _stall(attributes: Any) -> dict[str, Any]:
 
 
 def _live_cases() -> list[Any]:
-    """Every manifest entry twice (roles set at start, model roles set at end), gaps marked."""
+    """Every manifest entry twice: roles set at start, and model roles set at end."""
     cases = []
     for at_start in (True, False):
         for entry in MANIFEST:
-            gap = LIVE_GAPS.get((entry["path"], at_start))
-            marks = [pytest.mark.xfail(reason=gap, strict=True)] if gap else []
             variant = "roles-at-start" if at_start else "model-role-at-end"
-            cases.append(
-                pytest.param(entry, at_start, id=f"{entry['path']}-{variant}", marks=marks)
-            )
+            cases.append(pytest.param(entry, at_start, id=f"{entry['path']}-{variant}"))
     return cases
 
 
