@@ -787,17 +787,10 @@ class RunDetector:
         streak = self._failing.setdefault(call.tool, _Streak())
         if streak.bump(seq) != self.policy.failure_limit:
             return
+        message = messages.failures(call.tool, streak.count, streak.first_seq)
         findings.append(
-            Finding(
-                Kind.FAILURES,
-                Action.ESCALATE,
-                call.tool,
-                digests.signature,
-                streak.count,
-                streak.first_seq,
-                seq,
-                self._round_number(),
-                messages.failures(call.tool, streak.count, streak.first_seq),
+            self._streak_finding(
+                Kind.FAILURES, Action.ESCALATE, call.tool, digests.signature, streak, seq, message
             )
         )
 
@@ -826,17 +819,16 @@ class RunDetector:
         self._failed_call, self._failed_error = digests.call_signature, error
         if streak.bump(seq) != self.policy.failure_loop_at:
             return
+        message = messages.failure_loop(call.tool, streak.count, streak.first_seq)
         findings.append(
-            Finding(
+            self._streak_finding(
                 Kind.FAILURE_LOOP,
                 Action.ESCALATE,
                 call.tool,
                 digests.call_signature,
-                streak.count,
-                streak.first_seq,
+                streak,
                 seq,
-                self._round_number(),
-                messages.failure_loop(call.tool, streak.count, streak.first_seq),
+                message,
             )
         )
 
@@ -884,18 +876,10 @@ class RunDetector:
             return ()
         self._monologue_fired = action
         model = call.model or "the model"
-        finding = Finding(
-            Kind.MONOLOGUE,
-            action,
-            model,
-            said,
-            count,
-            streak.first_seq,
-            self._calls,
-            self._round_number(),
-            messages.monologue(count, action),
+        message = messages.monologue(count, action)
+        return (
+            self._streak_finding(Kind.MONOLOGUE, action, model, said, streak, self._calls, message),
         )
-        return (finding,)
 
     def _chanting_rule(self, call: ModelCall, scan: ChantScan) -> tuple[Finding, ...]:
         """A chunk of text repeated close together, in this output or carried over from the last.
@@ -956,18 +940,12 @@ class RunDetector:
         if streak.bump(self._calls) != self.policy.failure_loop_at:
             return ()
         model = call.model or "the model"
-        finding = Finding(
-            Kind.MODEL_FAILURE_LOOP,
-            Action.ESCALATE,
-            model,
-            "",
-            streak.count,
-            streak.first_seq,
-            self._calls,
-            self._round_number(),
-            messages.model_failure_loop(model, streak.count),
+        message = messages.model_failure_loop(model, streak.count)
+        return (
+            self._streak_finding(
+                Kind.MODEL_FAILURE_LOOP, Action.ESCALATE, model, "", streak, self._calls, message
+            ),
         )
-        return (finding,)
 
     def _end_cycles(self) -> None:
         """Every count of calls matching those k back restarts."""
@@ -1156,6 +1134,29 @@ class RunDetector:
         return _round_finding(Kind.REFUSED_ROUNDS, self._refused, current, last, message)
 
     # -- helpers -------------------------------------------------------------
+
+    def _streak_finding(
+        self,
+        kind: Kind,
+        action: Action,
+        tool: str,
+        signature: str,
+        streak: _Streak,
+        seq: int,
+        message: str,
+    ) -> Finding:
+        """A finding over ``streak``: its count and first call, up to call ``seq``, this round."""
+        return Finding(
+            kind,
+            action,
+            tool,
+            signature,
+            streak.count,
+            streak.first_seq,
+            seq,
+            self._round_number(),
+            message,
+        )
 
     def _round_number(self) -> int:
         return self._round.number if self._round else self._rounds

@@ -498,6 +498,17 @@ class StallSpanProcessor(SpanProcessor):
             if status is not Status.OK:
                 child.inner_failure = status
 
+    def _use(
+        self, run: Run | None, trace_id: int, span: ReadableSpan, attributes: dict[str, Any]
+    ) -> Run | None:
+        """The run a tool or model call feeds (see :meth:`RunTable.use`).
+
+        Outside every agent span (``run`` unknown), a call that names a session
+        feeds the session's run.
+        """
+        session = None if run is not None else self.conventions.session(attributes)
+        return self._table.use(run, trace_id, span.parent, session)
+
     def _tool(
         self,
         span: ReadableSpan,
@@ -506,9 +517,7 @@ class StallSpanProcessor(SpanProcessor):
         node: Node,
     ) -> dict[str, Any]:
         """Feed one ended tool span to its run; the ``stall.*`` attributes for its copy."""
-        # Outside every agent span, a call that names a session feeds the session's run.
-        session = None if node.run is not None else self.conventions.session(attributes)
-        run = self._table.use(node.run, ctx.trace_id, span.parent, session)
+        run = self._use(node.run, ctx.trace_id, span, attributes)
         if run is None:
             return {}
         call = self.conventions.tool_call(span_record(span, attributes), run.run_key)
@@ -535,8 +544,7 @@ class StallSpanProcessor(SpanProcessor):
         self, span: ReadableSpan, run: Run | None, trace_id: int, attributes: dict[str, Any]
     ) -> None:
         """A model call opens a round at its start, as the batch analysis orders it."""
-        session = None if run is not None else self.conventions.session(attributes)
-        run = self._table.use(run, trace_id, span.parent, session)
+        run = self._use(run, trace_id, span, attributes)
         if run is None:
             return
         call = self.conventions.model_call(span_record(span), run.run_key)
@@ -555,8 +563,7 @@ class StallSpanProcessor(SpanProcessor):
         self, span: ReadableSpan, run: Run | None, trace_id: int, attributes: dict[str, Any]
     ) -> None:
         """A model call's outcome, once it ended: failure loops and wasted tokens read it."""
-        session = None if run is not None else self.conventions.session(attributes)
-        run = self._table.use(run, trace_id, span.parent, session)
+        run = self._use(run, trace_id, span, attributes)
         if run is None:
             return
         call = self.conventions.model_call(span_record(span, attributes), run.run_key)
