@@ -13,7 +13,7 @@ WORKERS ?= auto
 # Extra pytest arguments, e.g. PYTEST_ARGS='-m "not slow"' (the extra Pythons in .ci/run).
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit bench docs clean
+.PHONY: demo test lint typecheck unit e2e collector bench docs clean
 
 $(VENV)/.installed: pyproject.toml setup.py otel_stall/core/_canon.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,7 +36,18 @@ typecheck: $(VENV)/.installed
 	$(BIN)/mypy
 
 unit: $(VENV)/.installed
-	$(BIN)/pytest -n $(WORKERS) --dist worksteal $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(WORKERS) --dist worksteal --ignore=tests/e2e $(PYTEST_ARGS)
+
+## collector: build the OpenTelemetry Collector of collector/manifest.yaml (needs Go), once:
+## it is cached by the manifest's hash under ~/.cache/otel-stall/collector/
+collector:
+	collector/build.sh
+
+## e2e: the real collector tier on loopback: load-balanced gateways, a gateway killed under
+## load, replay of the file exporter's output (tests/e2e/; builds the collector first)
+e2e: $(VENV)/.installed
+	collector/build.sh >/dev/null
+	$(BIN)/pytest -n 0 tests/e2e $(PYTEST_ARGS)
 
 ## bench: run every benchmark and regenerate docs/performance.md (BENCH_ARGS=--quick: a fast run)
 bench: $(VENV)/.installed

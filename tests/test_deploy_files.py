@@ -19,10 +19,25 @@ from otel_stall.gateway.flags import build_parser, config_from_args
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTOR_CONFIGS = ("otelcol.yaml", "gateway-return.yaml", "loadbalancing.yaml")
+_ENV = re.compile(r"\$\{env:[A-Z0-9_]+:-([^}]*)\}")
+# Component names the pinned collector release deprecated, with their current names.
+DEPRECATED = {"loadbalancing": "load_balancing", "spanmetrics": "span_metrics",
+              "otlp": "otlp_grpc", "otlphttp": "otlp_http"}  # fmt: skip
+
+
+def with_defaults(value: Any) -> Any:
+    """A config with each ``${env:NAME:-default}`` replaced by its default, as compose runs it."""
+    if isinstance(value, dict):
+        return {k: with_defaults(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [with_defaults(v) for v in value]
+    if isinstance(value, str):
+        return _ENV.sub(lambda m: m.group(1), value)
+    return value
 
 
 def load(path: str) -> Any:
-    return yaml.safe_load((ROOT / path).read_text())
+    return with_defaults(yaml.safe_load((ROOT / path).read_text()))
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +88,7 @@ def test_compose_has_the_whole_stack(compose: dict[str, Any]) -> None:
     assert "opentelemetry-collector-contrib" in svc["otel-collector"]["image"]
     assert "opentelemetry-collector-contrib" in svc["otel-return"]["image"]
     assert svc["otel-stall"]["build"] == "."
-    assert "jaegertracing/all-in-one" in svc["jaeger"]["image"]
+    assert svc["jaeger"]["image"].startswith("jaegertracing/jaeger:2.")
     assert "16686:16686" in svc["jaeger"]["ports"]
     assert svc["prometheus"]["image"].startswith("prom/prometheus")
     assert svc["grafana"]["image"].startswith("grafana/grafana")
@@ -111,14 +126,19 @@ def test_gateway_defaults_are_loopback_and_compose_binds_wider(compose: dict[str
 def test_agent_collector_sends_to_the_gateway(compose: dict[str, Any]) -> None:
     """otelcol.yaml's gateway exporter targets the compose service and its gRPC port."""
     collector = load("collector-config/otelcol.yaml")
-    endpoint = collector["exporters"]["otlp/otel-stall"]["endpoint"]
+    endpoint = collector["exporters"]["otlp_grpc/otel-stall"]["endpoint"]
     assert host_of(endpoint) in services(compose)
     assert port_of(endpoint) == address(gateway_config(compose).grpc_address)[1]
-    balancer = load("collector-config/loadbalancing.yaml")["exporters"]["loadbalancing"]
+    exporters = load("collector-config/loadbalancing.yaml")["exporters"]
+    balancer = exporters["load_balancing"]
     assert balancer["routing_key"] == "traceID"
     hostnames = balancer["resolver"]["static"]["hostnames"]
     assert len(hostnames) >= 2
     assert {port_of(h) for h in hostnames} == {port_of(DEFAULT_GRPC)}
+    sessions = exporters["load_balancing/sessions"]
+    assert sessions["routing_key"] == "attributes"
+    assert sessions["routing_attributes"] == ["gen_ai.conversation.id"]
+    assert sessions["resolver"] == balancer["resolver"]
 
 
 def test_demo_agent_exports_to_the_collector(compose: dict[str, Any]) -> None:
@@ -143,7 +163,7 @@ def test_gateway_upstream_is_the_return_collector(compose: dict[str, Any]) -> No
     returned = load("collector-config/gateway-return.yaml")
     receiver = returned["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"]
     assert port_of(upstream) == port_of(receiver)
-    jaeger = returned["exporters"]["otlp/jaeger"]["endpoint"]
+    jaeger = returned["exporters"]["otlp_grpc/jaeger"]["endpoint"]
     assert host_of(jaeger) in services(compose)
 
 
@@ -173,14 +193,65 @@ def test_grafana_datasources_point_at_the_services(compose: dict[str, Any]) -> N
     assert by_type["jaeger"].port == 16686
 
 
-def test_file_exporter_writes_into_the_mounted_volume(compose: dict[str, Any]) -> None:
-    """The replay file lands in a volume, with rotation on and a format replay reads."""
-    exporter = load("collector-config/otelcol.yaml")["exporters"]["file/replay"]
+@pytest.mark.parametrize(
+    ("config", "name", "service"),
+    [
+        ("otelcol.yaml", "file/replay", "otel-collector"),
+        ("gateway-return.yaml", "file/enriched", "otel-return"),
+    ],
+)
+def test_file_exporter_writes_into_the_mounted_volume(
+    compose: dict[str, Any], config: str, name: str, service: str
+) -> None:
+    """The replay files land in a volume, with rotation on and a format replay reads."""
+    exporter = load(f"collector-config/{config}")["exporters"][name]
     assert exporter["format"] in ("json", "proto")
     assert exporter["rotation"]["max_megabytes"] > 0
     assert exporter["rotation"]["max_backups"] > 0
-    targets = [v.split(":")[1] for v in services(compose)["otel-collector"]["volumes"]]
+    targets = [v.split(":")[1] for v in services(compose)[service]["volumes"]]
     assert any(exporter["path"].startswith(t + "/") for t in targets)
+
+
+def manifest_release() -> str:
+    """The collector release collector/manifest.yaml pins (its OTLP receiver's version)."""
+    manifest = load("collector/manifest.yaml")
+    (receiver,) = manifest["receivers"]
+    module, version = receiver["gomod"].split()
+    assert module == "go.opentelemetry.io/collector/receiver/otlpreceiver"
+    return str(version)
+
+
+def test_manifest_pins_one_release_and_compose_runs_it(compose: dict[str, Any]) -> None:
+    """Every module of the builder manifest is at one release; compose and the docs name it."""
+    release = manifest_release()
+    minor = int(release.split(".")[1])
+    stable = f"v1.{minor - 94}.0"  # the core's stable modules move in step: v0.161.0 <-> v1.67.0
+    manifest = load("collector/manifest.yaml")
+    modules = [c["gomod"] for kind in ("receivers", "processors", "exporters", "connectors",
+               "providers") for c in manifest[kind]] + [manifest["telemetry"]["gomod"]]  # fmt: skip
+    assert len(modules) >= 12
+    for module in modules:
+        assert module.split()[1] in (release, stable), module
+    for name in ("otel-collector", "otel-return"):
+        image = services(compose)[name]["image"]
+        assert image == f"otel/opentelemetry-collector-contrib:{release.removeprefix('v')}"
+    assert f"Collector **{release}**" in (ROOT / "docs" / "deployment.md").read_text()
+
+
+@pytest.mark.parametrize("name", COLLECTOR_CONFIGS)
+def test_collector_config_uses_current_names(name: str) -> None:
+    """No component in collector-config/ goes by a name the pinned release deprecated."""
+    config = load(f"collector-config/{name}")
+    for section in ("receivers", "processors", "exporters", "connectors"):
+        for component in config.get(section) or {}:
+            kind = component.split("/")[0]
+            if section == "receivers" and kind == "otlp":
+                continue  # the OTLP receiver kept its name
+            assert kind not in DEPRECATED, f"{name}: {component} is now {DEPRECATED[kind]}"
+    assert (
+        f"Tested with OpenTelemetry Collector {manifest_release()}"
+        in (ROOT / "collector-config" / name).read_text()
+    )
 
 
 @pytest.mark.parametrize("name", COLLECTOR_CONFIGS)
@@ -213,7 +284,7 @@ def test_return_collector_samples_and_measures_stalls() -> None:
         "value": True,
     }
     assert 0 < by_type["probabilistic"]["probabilistic"]["sampling_percentage"] <= 10
-    dimensions = [d["name"] for d in config["connectors"]["spanmetrics"]["dimensions"]]
+    dimensions = [d["name"] for d in config["connectors"]["span_metrics"]["dimensions"]]
     assert dimensions == ["stall.verdict", "stall.action", "gen_ai.tool.name"]
 
 
@@ -229,3 +300,19 @@ def test_ci_script_installs_prometheus_and_runs_make_test() -> None:
     assert re.search(r"^make test\b", readme, re.M)
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^test:", makefile, re.M)
+
+
+def test_ci_builds_the_collector_first_and_runs_make_e2e() -> None:
+    """.ci/run starts the collector build before any install, and runs `make e2e` after tests."""
+    text = (ROOT / ".ci" / "run").read_text()
+    build = text.index("start_job collector nice -n 10 collector/build.sh")
+    assert build < text.index('install_packages "$')
+    assert build < text.index("make .venv/")
+    assert (
+        text.index("\nmake test\n")
+        < text.index("finish_job collector")
+        < text.index("    make e2e\n")
+    )
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^e2e: .*\n\tcollector/build\.sh", makefile, re.M)
+    assert "--ignore=tests/e2e" in makefile
