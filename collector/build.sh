@@ -68,9 +68,13 @@ trap 'rm -rf -- "$work"' EXIT
 started=$SECONDS
 cp "$manifest" "$work/original.yaml" # what the hash names, even if the file changes meanwhile
 
-echo "collector/build.sh: installing the builder $release" >&2
-GOBIN=$cache_root/builder-$release go install "go.opentelemetry.io/collector/cmd/builder@$release" >&2
 builder=$cache_root/builder-$release/builder
+if [ ! -x "$builder" ]; then # kept across manifest changes: one per release
+    echo "collector/build.sh: installing the builder $release" >&2
+    GOBIN=$work/bin go install "go.opentelemetry.io/collector/cmd/builder@$release" >&2
+    mkdir -p "${builder%/*}"
+    mv -f "$work/bin/builder" "$builder"
+fi
 
 # The manifest with its output_path replaced by our temp folder.
 sed "s|^\( *output_path:\).*|\1 $work/src|" "$manifest" >"$work/manifest.yaml"
