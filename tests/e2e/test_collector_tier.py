@@ -116,7 +116,6 @@ def test_every_config_validates(binary: Path) -> None:
             check=False,
         )
         assert result.returncode == 0, f"{config.name}: {result.stdout}{result.stderr}"
-        assert "deprecated" not in result.stderr.lower(), f"{config.name}: {result.stderr}"
 
 
 def test_routing_one_gateway_per_trace_and_replay_agrees(stack: Stack) -> None:
@@ -345,9 +344,10 @@ def test_gemini_sessions_meet_at_one_gateway(stack: Stack) -> None:
 
 
 def test_the_tier_stops_cleanly(stack: Stack) -> None:
-    """Idle, the gateways and the front collector exit 0 on SIGTERM."""
+    """Idle, the gateways and collectors exit 0 on SIGTERM, having warned of no deprecated name."""
     for gateway in stack.gateways:
         assert gateway.stop() == 0
-    stack.front.process.stop(signal.SIGTERM)
-    assert stack.front.process.popen is not None
-    assert stack.front.process.popen.returncode == 0, stack.front.process.log()
+    for collector in (stack.front, *stack.returns):
+        assert collector.process.stop(signal.SIGTERM) == 0, collector.process.log()
+        # A deprecated component name ("loadbalancing") is accepted with a warning at start.
+        assert "is deprecated" not in collector.process.log(), collector.process.log()
