@@ -10,9 +10,10 @@ them alike. The ratios are what to read:
   imports anyway); the budget is 1.5x (#26);
 - ``otel-stall --version`` over ``python -c pass`` (the interpreter alone).
 
-``--before DIR`` also runs another checkout's interpreter (``DIR/.venv/bin/python``,
-which imports that checkout's code) in the same rounds, side by side. Prints a
-markdown section.
+``--before DIR`` also runs another checkout in the same rounds, side by side:
+its interpreter (``DIR/.venv/bin/python``, which imports that checkout's code),
+or, when DIR has no ``.venv``, this interpreter with ``PYTHONPATH=DIR`` (a source
+tree such as ``git archive de1f316 | tar -x -C DIR``). Prints a markdown section.
 
     .venv/bin/python bench/bench_import.py [--quick] [--rounds N] [--before DIR]
 """
@@ -42,11 +43,22 @@ CASES = (
 the console script's own code (``otel_stall.cli:main``) with the interpreter's flags."""
 
 
-def cpu_seconds(python: str, args: tuple[str, ...], extra: tuple[str, ...]) -> float:
+Checkout = tuple[str, str | None]
+"""An interpreter, and the source tree to put on ``PYTHONPATH`` (``None``: its own install)."""
+
+
+def cpu_seconds(checkout: Checkout, args: tuple[str, ...], extra: tuple[str, ...]) -> float:
     """The CPU time (user + system) of one fresh interpreter running ``args``."""
+    python, source = checkout
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    if source is not None:
+        env["PYTHONPATH"] = source
     process = subprocess.Popen(
-        (python, *args, *extra), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+        (python, *args, *extra),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=source or "/",  # ``-c`` puts the working directory first on sys.path
     )
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -55,7 +67,7 @@ def cpu_seconds(python: str, args: tuple[str, ...], extra: tuple[str, ...]) -> f
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(pythons: dict[str, str], rounds: int) -> dict[tuple[str, str], float]:
+def measure(pythons: dict[str, Checkout], rounds: int) -> dict[tuple[str, str], float]:
     """Median CPU seconds per (checkout, case), all cases interleaved in every round."""
     samples: dict[tuple[str, str], list[float]] = {}
     for index in range(rounds):
@@ -76,9 +88,11 @@ def main() -> None:
     parser.add_argument("--before", metavar="DIR", help="another checkout, run side by side")
     args = parser.parse_args()
     rounds = 5 if args.quick else args.rounds
-    pythons = {"this checkout": sys.executable}
+    pythons: dict[str, Checkout] = {"this checkout": (sys.executable, None)}
     if args.before:
-        pythons["before"] = str(Path(args.before).resolve() / ".venv" / "bin" / "python")
+        before = Path(args.before).resolve()
+        venv = before / ".venv" / "bin" / "python"
+        pythons["before"] = (str(venv), None) if venv.exists() else (sys.executable, str(before))
     medians = measure(pythons, rounds)
     print("## Import cost (CPU of a fresh interpreter)\n")
     print(f"Median of {rounds} interleaved rounds, CPU seconds (user + system).\n")

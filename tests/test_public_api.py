@@ -76,6 +76,24 @@ def test_import_loads_no_heavy_library() -> None:
     assert {m for m in loaded if m.startswith("otel_stall.")} == {"otel_stall._version"}
 
 
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_the_command_line_starts_without_heavy_libraries(flag: str) -> None:
+    """``otel-stall --version`` and ``--help`` load no library a command needs: it runs."""
+    loaded = modules_after(
+        f"from otel_stall.cli import main\nassert main([{flag!r}]) == 0\nprint()"
+    )
+    assert heavy_in(loaded) == []
+    assert not any(m.startswith(("otel_stall.offline", "otel_stall.live")) for m in loaded)
+
+
+def test_a_command_loads_what_it_needs() -> None:
+    """A command's arguments and modules load when it is the one parsed (``replay --help``)."""
+    loaded = modules_after(
+        "from otel_stall.cli import main\nassert main(['replay', '--help']) == 0\nprint()"
+    )
+    assert "otel_stall.offline.readers" in loaded
+
+
 def test_a_public_name_loads_its_home_on_use() -> None:
     """Using a name imports what it needs (so the test above can fail, and laziness resolves)."""
     loaded = modules_after("import otel_stall\notel_stall.StallSpanProcessor")
