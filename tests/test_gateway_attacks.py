@@ -217,7 +217,7 @@ import gc, json, sys, threading
 sys.path.insert(0, {tests!r})
 import test_gateway_attacks as t
 from otel_stall.gateway import GatewayConfig
-from otel_stall.gateway.core import Pipeline
+from otel_stall.gateway.pipeline import Pipeline
 from otel_stall.gateway.upstream import Delivery
 
 def rss():

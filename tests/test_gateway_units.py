@@ -24,9 +24,9 @@ from otel_stall.core.stall_attributes import SpanEvent
 from otel_stall.demo import run_looping_agent
 from otel_stall.gateway import Gateway, GatewayConfig
 from otel_stall.gateway.buffer import TOOL, TRACE_BYTES, Entry, Group, TraceBuffer
-from otel_stall.gateway.core import Pipeline
 from otel_stall.gateway.detect import encoded_additions
 from otel_stall.gateway.flags import build_parser, config_from_args
+from otel_stall.gateway.pipeline import Pipeline
 from otel_stall.gateway.prometheus import render
 from otel_stall.gateway.receivers import decode_request
 from otel_stall.gateway.upstream import Delivery

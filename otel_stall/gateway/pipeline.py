@@ -31,11 +31,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -55,23 +54,28 @@ from otel_stall.gateway.buffer import (
     TraceBuffer,
 )
 from otel_stall.gateway.config import GatewayConfig
-from otel_stall.gateway.detect import AGENT_NAME, MARK, Detector, Outcome, model_outcome
+from otel_stall.gateway.detect import AGENT_NAME, MARK, Outcome, TraceDetector, model_outcome
 from otel_stall.gateway.prometheus import LABEL_LIMIT, render, truncate
 from otel_stall.gateway.telemetry import GatewayMetrics
 from otel_stall.gateway.upstream import Sender, Upstream, make_sender
-from otel_stall.gateway.wire import Envelope, Piece, envelope_of, pack, pieces_of, varint
+from otel_stall.gateway.wire import (
+    Envelope,
+    Piece,
+    envelope_of,
+    pack,
+    pieces_of,
+    scope_ranges,
+    spliced,
+    trace_id_of,
+)
 from otel_stall.metrics import StallMetrics
 
-__all__ = ["Ingested", "Pipeline", "scope_ranges"]
+__all__ = ["Ingested", "Pipeline"]
 
 logger = logging.getLogger("otel_stall.gateway")
 
 _TRACE_ID_BYTES: Final = 16
 _SPAN_ID_BYTES: Final = 8
-_RESOURCE_SPANS: Final = b"\x0a"
-"""``ExportTraceServiceRequest.resource_spans`` (field 1, length-delimited) on the wire."""
-_SCOPE_SPANS: Final = b"\x12"
-"""``ResourceSpans.scope_spans`` (field 2, length-delimited)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +117,7 @@ class Pipeline:
         self.policy = policy or StallPolicy.from_env()
         self.conventions = conventions or Conventions.from_env()
         self.raise_errors = raise_errors
-        self.detector = Detector(self.policy, self.conventions)
+        self.detector = TraceDetector(self.policy, self.conventions)
         self.reader = InMemoryMetricReader()
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
         self.stall_metrics = StallMetrics(self.meter_provider)
@@ -270,7 +274,7 @@ class Pipeline:
                 logger.warning("refusing spans with malformed trace or span ids (partial success)")
         if touched:
             _cut(cuts)
-            body = _spliced(request, body, touched)
+            body = spliced(request, body, touched)
         self._forward_request(request, body, in_request, tally)
         message = f"{refused} spans have malformed ids (trace id 16 bytes, span ids 8)"
         return Ingested(total - refused, refused, message if refused else "")
@@ -437,7 +441,7 @@ class Pipeline:
         self._undelivered(len(spans), "too_large")
         limit = self.upstream.batch_bytes
         for data in spans:
-            trace_id = _trace_id_of(data)
+            trace_id = trace_id_of(data)
             if self._once(f"too_large:{trace_id}"):
                 logger.error(
                     "dropping a span of %d bytes from trace %s: over the upstream's %d-byte "
@@ -550,13 +554,6 @@ def _cut(cuts: Iterable[tuple[Any, Any, int]]) -> None:
             del spans[index]
 
 
-def _trace_id_of(span: bytes) -> str:
-    try:
-        return bytes(Span.FromString(span).trace_id).hex() or "(none)"
-    except Exception:
-        return "(unreadable)"
-
-
 def _labels_bounded(report: RunReport) -> RunReport:
     """The report with tool names cut to :data:`LABEL_LIMIT` for metric labels (copied if so)."""
     long_rows = any(len(r.tool) > LABEL_LIMIT for r in report.ledger)
@@ -601,112 +598,4 @@ def _scope_flags(
                 for start, end in scopes
             ]
         )
-    return out
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def _raw_fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
-    """``(number, wire type, tag start, value start, end)`` of each field in ``data[start:end]``."""
-    pos = start
-    while pos < end:
-        begin = pos
-        key, pos = _varint(data, pos)
-        wire = key & 7
-        value = pos
-        if wire == 2:
-            length, value = _varint(data, pos)
-            pos = value + length
-        elif wire == 0:
-            _, pos = _varint(data, pos)
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:
-            raise ValueError(f"wire type {wire}")
-        if pos > end:
-            raise ValueError("field runs past its message")
-        yield key >> 3, wire, begin, value, pos
-
-
-def _fields(data: bytes, start: int, end: int) -> Iterable[tuple[int, int, int]]:
-    """``(field number, start, end)`` of each length-delimited field in ``data[start:end]``."""
-    for number, wire, _, value, stop in _raw_fields(data, start, end):
-        if wire == 2:
-            yield number, value, stop
-
-
-def scope_ranges(body: bytes) -> list[list[tuple[int, int]]] | None:
-    """Byte ranges of each ``ScopeSpans``, per ``ResourceSpans``, or ``None`` if unreadable."""
-    try:
-        return [
-            [(s, e) for field, s, e in _fields(body, rs_start, rs_end) if field == 2]
-            for field, rs_start, rs_end in _fields(body, 0, len(body))
-            if field == 1
-        ]
-    except (IndexError, ValueError):
-        return None
-
-
-def _spliced(request: Any, body: bytes | None, touched: list[Any]) -> bytes | None:
-    """The request's bytes after cuts and in-place enrichment, re-encoding only what changed.
-
-    Each ``ScopeSpans`` nothing was cut from or enriched in is copied from the
-    bytes it came in; only the others are encoded again. On the mixed
-    benchmark (bench_gateway ``mix``: every request holds agent traces, in
-    their own scope) that is a quarter of the spans instead of all of them.
-    ``None`` (encode it all) when there are no bytes or they do not line up.
-    """
-    if body is None:
-        return None
-    layout = _layout(body)
-    if layout is None or len(layout) != len(request.resource_spans):
-        return None
-    changed = {id(ss) for ss in touched}
-    out: list[bytes] = []
-    for (head, scopes), rs in zip(layout, request.resource_spans, strict=True):
-        if len(scopes) != len(rs.scope_spans):
-            return None
-        parts = [head]
-        for (start, end), ss in zip(scopes, rs.scope_spans, strict=True):
-            data = ss.SerializeToString() if id(ss) in changed else body[start:end]
-            parts += (_SCOPE_SPANS, varint(len(data)), data)
-        inner = b"".join(parts)
-        out += (_RESOURCE_SPANS, varint(len(inner)), inner)
-    return b"".join(out)
-
-
-def _layout(body: bytes) -> list[tuple[bytes, list[tuple[int, int]]]] | None:
-    """Per ``ResourceSpans``: its fields but ``scope_spans`` as bytes, and its scopes' ranges.
-
-    ``None`` if unreadable, or if the request holds anything but ``resource_spans``.
-    """
-    out: list[tuple[bytes, list[tuple[int, int]]]] = []
-    try:
-        for field, wire, _, rs_start, rs_end in _raw_fields(body, 0, len(body)):
-            if field != 1 or wire != 2:
-                return None
-            head: list[bytes] = []
-            scopes: list[tuple[int, int]] = []
-            for inner, kind, begin, value, end in _raw_fields(body, rs_start, rs_end):
-                if inner == 2 and kind == 2:
-                    scopes.append((value, end))
-                else:
-                    head.append(body[begin:end])
-            out.append((b"".join(head), scopes))
-    except (IndexError, ValueError):
-        return None
     return out
