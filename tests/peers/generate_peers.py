@@ -16,7 +16,7 @@ The spans go through the real SDK (a ``TracerProvider`` with a fixed id
 generator, fixed timestamps, an explicit resource and sampler, so neither the
 SDK version nor ``OTEL_*`` variables leak in) and are written by
 :class:`OtlpJsonLinesSpanExporter`, one line per span. Running the script twice
-gives identical files; ``tests/test_peer_fixtures_generated.py`` checks that
+gives identical files; ``tests/peers/test_peer_fixtures_generated.py`` checks that
 the committed files are what it writes.
 
 How a peer's events become spans:

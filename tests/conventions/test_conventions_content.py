@@ -13,7 +13,7 @@ from otel_stall.conventions.content import says_error, without_call_ids
 from otel_stall.core.policy import StallPolicy
 from otel_stall.otlp.decode import spans_from_json
 
-FRAMEWORKS = Path(__file__).parent / "frameworks"
+FRAMEWORKS = Path(__file__).parent.parent / "frameworks"
 
 
 def _tool_signatures(fixture: str, tool: str) -> list[str]:

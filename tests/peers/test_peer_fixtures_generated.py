@@ -19,7 +19,7 @@ import pytest
 from otel_stall.offline.replay import replay
 from otel_stall.offline.report import run_json
 
-PEERS = Path(__file__).parent / "peers"
+PEERS = Path(__file__).parent.parent / "peers"
 GENERATED_SUFFIXES = {".jsonl", ".toml"}
 JUDGEMENTS = {"stuck", "not_stuck"}
 EXPECTS = {"warn_or_above", "ok"}

@@ -200,7 +200,7 @@ def test_install_on_the_global_provider(sampler: str, runs: int, described: str)
         """
     )
     env = {"OTEL_TRACES_SAMPLER": sampler, "OTEL_TRACES_SAMPLER_ARG": "0"} if sampler else {}
-    done = run_python(["-c", script], env=env, cwd=Path(__file__).parent.parent)
+    done = run_python(["-c", script], env=env, cwd=Path(__file__).parent.parent.parent)
     finished, description = done.stdout.splitlines()
     assert int(finished) == runs
     assert description.startswith(described)
@@ -233,7 +233,7 @@ def test_a_provider_install_creates_gets_the_span_limits() -> None:
             print(span.name, len(span.attributes), span.dropped_attributes > 0)
         """
     )
-    done = run_python(["-c", script], cwd=Path(__file__).parent.parent)
+    done = run_python(["-c", script], cwd=Path(__file__).parent.parent.parent)
     assert done.stdout.splitlines() == [
         "GET / 3 True",  # bounded by the provider: a plain span is forwarded as it is
         "execute_tool s 3 True",  # bounded by the processor's copy

@@ -26,7 +26,7 @@ from otel_stall.live.configurator import (
 )
 from otel_stall.live.processor import StallSpanProcessor
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parent.parent
 ROUNDS = 5
 SPANS = 1 + 2 * ROUNDS  # the agent span, and a model span and a tool span per round
 APP = textwrap.dedent(

@@ -20,7 +20,7 @@ import pytest
 from otel_stall.offline.replay import replay
 from otel_stall.offline.report import run_json
 
-PEERS = Path(__file__).parent / "peers"
+PEERS = Path(__file__).parent.parent / "peers"
 
 
 def _cases() -> list[Any]:

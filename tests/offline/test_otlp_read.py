@@ -14,7 +14,7 @@ from otel_stall.offline.readers import NOT_A_SPAN_FILE, Format, read_units
 from otel_stall.offline.replay import Replayer, ReplayResult, replay
 from otel_stall.offline.report import run_json
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parent.parent / "golden"
 FORMATS = sorted((GOLDEN / "formats").iterdir())
 SPANS_IN_DATASET = 40
 

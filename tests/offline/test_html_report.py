@@ -20,7 +20,7 @@ import pytest
 from otel_stall.cli import main
 from otel_stall.core.records import ACTION_SEVERITY, Action
 
-GOLDEN = Path(__file__).parent / "golden" / "formats" / "otlp.jsonl"
+GOLDEN = Path(__file__).parent.parent / "golden" / "formats" / "otlp.jsonl"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
     "--headless",

@@ -14,7 +14,7 @@ from otel_stall.offline.send import OtlpSender
 from otel_stall.otlp.decode import spans_from_proto
 from otel_stall.otlp.encode import traces_from_json
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parent.parent / "golden"
 SOURCES = [
     GOLDEN / "formats" / "otlp.jsonl",
     GOLDEN / "formats" / "otlp.binpb",

@@ -17,7 +17,7 @@ from test_replay_attacks import replay_child, zstd_document_bomb
 
 from otel_stall.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 PAGE = ROOT / "docs" / "reference" / "exit-codes.md"
 GOLDEN = ROOT / "tests" / "golden"
 FIXTURES = ROOT / "tests" / "fixtures"

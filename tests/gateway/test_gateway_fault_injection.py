@@ -17,9 +17,9 @@ import time
 
 import grpc
 import pytest
+from gateway_support import agent_spans, export, wait_until
 from otlp_sink import OtlpSink
 from test_gateway_attacks import call, plain_trace, request, span
-from test_gateway_support import agent_spans, export, wait_until
 
 from otel_stall.gateway import Gateway, GatewayConfig
 

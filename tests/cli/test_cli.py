@@ -15,8 +15,8 @@ import pytest
 from otel_stall.cli import main
 from otel_stall.otlp.decode import spans_from_json
 
-GOLDEN = Path(__file__).parent / "golden"
-FIXTURES = Path(__file__).parent / "fixtures"
+GOLDEN = Path(__file__).parent.parent / "golden"
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 JSONL = str(GOLDEN / "formats" / "otlp.jsonl")
 BINARY = str(GOLDEN / "formats" / "otlp.binpb")
 PROGRESS = str(FIXTURES / "progress.jsonl")
@@ -213,7 +213,7 @@ def test_out_writes_every_span_enriched_and_redacted(
 
 
 def _subprocess(args: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent.parent)}
     return subprocess.run(
         [sys.executable, "-m", "otel_stall", *args],
         input=stdin,

@@ -28,7 +28,7 @@ import zstandard
 from otel_stall.cli import main
 from otel_stall.offline.replay import Replayer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "formats"
 LINES = (GOLDEN / "otlp.jsonl").read_bytes().splitlines(keepends=True)
 SPANS_IN_DATASET = 40

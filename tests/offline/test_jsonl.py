@@ -12,6 +12,7 @@ from otel_stall.core.errors import InputError
 from otel_stall.core.records import ABSENT, ModelCall, Status, ToolCall
 from otel_stall.offline.jsonl import load_events, looks_like_trace_line
 
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 GOOD = '{"type": "tool_call", "seq": 1, "tool": "search", "args": {"q": "x"}, "result": [1]}\n'
 
 
@@ -19,7 +20,7 @@ def tool_calls(events: list[ToolCall | ModelCall]) -> list[ToolCall]:
     return [e for e in events if isinstance(e, ToolCall)]
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).parent / "fixtures").glob("*.jsonl")))
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.jsonl")))
 def test_every_fixture_loads_cleanly(path: Path) -> None:
     """Each hand-made fixture reads without an error and holds tool calls."""
     result = load_events(path)
@@ -32,7 +33,7 @@ def test_every_fixture_loads_cleanly(path: Path) -> None:
 @pytest.mark.parametrize("stem", ["loop", "progress", "poll_idempotent"])
 def test_examples_are_the_reference_fixtures(fixtures_dir: Path, stem: str) -> None:
     """The package's bundled examples are the same traces as the test fixtures."""
-    bundled = Path(__file__).parent.parent / "otel_stall" / "examples" / f"{stem}.jsonl"
+    bundled = Path(__file__).parent.parent.parent / "otel_stall" / "examples" / f"{stem}.jsonl"
     assert bundled.read_bytes() == (fixtures_dir / f"{stem}.jsonl").read_bytes()
 
 

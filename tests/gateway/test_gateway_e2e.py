@@ -20,12 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-    OTLPSpanExporter as HttpSpanExporter,
-)
-from opentelemetry.sdk.trace.export import SpanExportResult
-from otlp_sink import OtlpSink
-from test_gateway_support import (
+from gateway_support import (
     agent_spans,
     export,
     free_port,
@@ -34,11 +29,16 @@ from test_gateway_support import (
     value,
     wait_until,
 )
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+    OTLPSpanExporter as HttpSpanExporter,
+)
+from opentelemetry.sdk.trace.export import SpanExportResult
+from otlp_sink import OtlpSink
 
 from otel_stall.gateway import Gateway, GatewayConfig
 from otel_stall.otlp.encode import proto_to_json
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 RULES = ROOT / "deploy" / "prometheus" / "rules" / "otel-stall.rules.yml"
 
 pytestmark = pytest.mark.e2e

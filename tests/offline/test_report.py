@@ -28,7 +28,7 @@ from otel_stall.offline.report import (
     stall_onset,
 )
 
-GOLDEN = Path(__file__).parent / "golden" / "formats" / "otlp.jsonl"
+GOLDEN = Path(__file__).parent.parent / "golden" / "formats" / "otlp.jsonl"
 URL = "https://docs.example.com/otel/spans"
 
 

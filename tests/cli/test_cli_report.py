@@ -12,7 +12,7 @@ import pytest
 
 from otel_stall.cli import main
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parent.parent.parent
 GOLDEN = str(ROOT / "tests" / "golden" / "formats" / "otlp.jsonl")
 LOOP = str(ROOT / "tests" / "fixtures" / "loop.jsonl")
 

@@ -1,6 +1,6 @@
 """Chanting (issue #19, item 4): a chunk of text repeated close together in model output.
 
-The peer scenarios (``tests/test_peer_verdicts.py``) hold gemini-cli's cases;
+The peer scenarios (``tests/peers/test_peer_verdicts.py``) hold gemini-cli's cases;
 these pin the rule's own choices: what counts as prose, the window, the carry
 across outputs, the policy, bounded memory, and output read from the
 ``gen_ai.choice`` events that Strands writes.
@@ -30,7 +30,7 @@ from otel_stall.otlp.decode import spans_from_json
 
 SENTENCE = "The deploy is still pending, so I will wait a little longer. "
 """Twelve words: one chunk of eight fits in it whole."""
-STRANDS = Path(__file__).parent / "frameworks" / "strands-agents"
+STRANDS = Path(__file__).parent.parent / "frameworks" / "strands-agents"
 
 
 def said(text: str) -> ModelCall:
@@ -157,7 +157,7 @@ def test_config_file_switches_chanting(
     """--config's chanting key reaches the replay's detector."""
     config = tmp_path / "policy.toml"
     config.write_text(f"[policy]\nchanting = {setting}\n")
-    trace = Path(__file__).parent / "peers" / "gemini_cli" / "repeated_chunk.jsonl"
+    trace = Path(__file__).parent.parent / "peers" / "gemini_cli" / "repeated_chunk.jsonl"
     assert main(["replay", str(trace), "--config", str(config), "--format", "json"]) in (0, 1)
     (run,) = json.loads(capsys.readouterr().out)["runs"]
     assert run["verdict"] == verdict

@@ -24,13 +24,13 @@ from typing import Any
 
 import grpc
 import pytest
+from gateway_support import agent_spans, export, free_port, scrape, value, wait_until
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otlp_sink import OtlpSink
-from test_gateway_support import agent_spans, export, free_port, scrape, value, wait_until
 
 from otel_stall.conventions import Conventions
 from otel_stall.core.config import ConfigError
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.e2e
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 MIB = 1 << 20
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 # -- building requests -------------------------------------------------------------------
@@ -214,7 +214,7 @@ def test_a_span_larger_than_the_upstream_limit_is_dropped_and_counted(
 
 PROBE = """
 import gc, json, sys, threading
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{tests!r}, {here!r}]
 import test_gateway_attacks as t
 from otel_stall.gateway import GatewayConfig
 from otel_stall.gateway.pipeline import Pipeline
@@ -269,7 +269,7 @@ print(json.dumps({{"growth": after - before, "buffer": pipeline.buffer.size - si
 def probe(mode: str) -> dict[str, int]:
     import json
 
-    code = PROBE.format(tests=str(ROOT / "tests"))
+    code = PROBE.format(tests=str(ROOT / "tests"), here=str(Path(__file__).resolve().parent))
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
     out = subprocess.run(
         [sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=600,

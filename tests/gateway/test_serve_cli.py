@@ -19,7 +19,7 @@ import pytest
 
 from otel_stall.gateway.flags import build_parser
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parent.parent.parent
 
 
 def free_port() -> int:

@@ -10,7 +10,7 @@ import pytest
 from otel_stall.offline.replay import Replayer, ReplayResult, replay
 from otel_stall.offline.report import run_json
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parent.parent / "golden"
 JSONL = GOLDEN / "formats" / "otlp.jsonl"
 
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import grpc
 import pytest
+from gateway_support import agent_spans, scrape, value, wait_until
 from google.rpc import status_pb2  # type: ignore[import-untyped]
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 from otlp_sink import OtlpSink
-from test_gateway_support import agent_spans, scrape, value, wait_until
 
 from otel_stall.gateway import Gateway, GatewayConfig
 from otel_stall.otlp.encode import proto_to_json

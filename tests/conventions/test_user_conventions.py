@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 
 import pytest
+from gateway_support import export, wait_until
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_sink import OtlpSink
-from test_gateway_support import export, wait_until
 
 from otel_stall.cli import main
 from otel_stall.conventions import Conventions

@@ -10,8 +10,8 @@ import threading
 from collections import Counter
 
 import pytest
+from gateway_support import agent_spans, export, scrape, value, wait_until
 from otlp_sink import OtlpSink
-from test_gateway_support import agent_spans, export, scrape, value, wait_until
 
 from otel_stall.gateway import Gateway, GatewayConfig
 

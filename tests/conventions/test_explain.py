@@ -13,7 +13,7 @@ from otel_stall.conventions import Conventions, Role
 from otel_stall.conventions.explain import explain
 from otel_stall.otlp.decode import spans_from_json
 
-FRAMEWORKS = Path(__file__).parent / "frameworks"
+FRAMEWORKS = Path(__file__).parent.parent / "frameworks"
 LAYOUTS = sorted({p.parent for p in FRAMEWORKS.glob("*/*/*.jsonl")})
 NAMES = {Role.TOOL: "tool", Role.MODEL: "model", Role.AGENT: "agent", Role.OTHER: "plain"}
 
