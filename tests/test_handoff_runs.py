@@ -21,9 +21,9 @@ from opentelemetry.trace import Tracer
 from otlp_sink import OtlpSink
 from stall_pipeline import make_pipeline, stall
 
+from otel_stall import analyse_spans
 from otel_stall.gateway import Gateway, GatewayConfig
 from otel_stall.live.processor import span_record
-from otel_stall.offline.analysis import analyse_spans
 from otel_stall.semconv import StallAttributes as S
 
 KIND = "openinference.span.kind"

@@ -25,8 +25,8 @@ import orjson
 import pytest
 import zstandard
 
+from otel_stall import Replayer
 from otel_stall.cli import main
-from otel_stall.offline.replay import Replayer
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "formats"

@@ -21,9 +21,9 @@ from stall_pipeline import (
     stall,
 )
 
-from otel_stall.conventions import ROLE_KEYS, Conventions, Role
-from otel_stall.core.records import ABSENT
-from otel_stall.core.records import Status as CallStatus
+from otel_stall import ABSENT, Conventions, Role
+from otel_stall import Status as CallStatus
+from otel_stall.conventions import ROLE_KEYS
 from otel_stall.live.processor import span_record
 
 

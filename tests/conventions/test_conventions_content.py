@@ -8,9 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from otel_stall.conventions import Conventions, Role
+from otel_stall import Conventions, Role, StallPolicy
 from otel_stall.conventions.content import says_error, without_call_ids
-from otel_stall.core.policy import StallPolicy
 from otel_stall.otlp.decode import spans_from_json
 
 FRAMEWORKS = Path(__file__).parent.parent / "frameworks"

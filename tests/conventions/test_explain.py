@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from otel_stall import Conventions, Role
 from otel_stall.cli import main
-from otel_stall.conventions import Conventions, Role
 from otel_stall.conventions.explain import explain
 from otel_stall.otlp.decode import spans_from_json
 

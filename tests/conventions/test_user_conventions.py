@@ -18,12 +18,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_sink import OtlpSink
 
+from otel_stall import Conventions, Replayer, StallSpanProcessor
 from otel_stall.cli import main
-from otel_stall.conventions import Conventions
 from otel_stall.conventions.user import MappingError, conventions_from_file, load_conventions
 from otel_stall.gateway import Gateway, GatewayConfig
-from otel_stall.live.processor import StallSpanProcessor
-from otel_stall.offline.replay import Replayer
 from otel_stall.otlp.encode import proto_to_json
 
 ACME = """

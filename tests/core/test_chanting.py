@@ -18,14 +18,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 from stall_pipeline import STYLES, Agent, make_pipeline
 
+from otel_stall import (
+    Action,
+    Conventions,
+    Kind,
+    ModelCall,
+    Role,
+    RunDetector,
+    StallDetected,
+    StallPolicy,
+    ToolCall,
+    Verdict,
+    detect,
+)
 from otel_stall.cli import main
-from otel_stall.conventions import Conventions, Role
 from otel_stall.core import chanting
 from otel_stall.core.chanting import WINDOW_CHARS, scan
-from otel_stall.core.detector import RunDetector, detect
-from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import Action, Kind, ModelCall, ToolCall, Verdict
-from otel_stall.live.guard import StallDetected
 from otel_stall.otlp.decode import spans_from_json
 
 SENTENCE = "The deploy is still pending, so I will wait a little longer. "

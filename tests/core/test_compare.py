@@ -6,16 +6,19 @@ from collections.abc import Callable
 
 import pytest
 
-from otel_stall.core.compare import (
+from otel_stall import (
+    ABSENT,
     Comparison,
     Conclusion,
-    Wasted,
+    DuplicateMode,
+    ModelCall,
+    RunReport,
+    StallPolicy,
+    ToolCall,
     compare_runs,
-    looping_signatures,
+    detect,
 )
-from otel_stall.core.detector import detect
-from otel_stall.core.policy import DuplicateMode, StallPolicy
-from otel_stall.core.records import ABSENT, ModelCall, RunReport, ToolCall
+from otel_stall.core.compare import Wasted, looping_signatures
 
 Events = Callable[[str], list[ToolCall | ModelCall]]
 NO_DUP = StallPolicy(duplicate_mode=DuplicateMode.OFF)

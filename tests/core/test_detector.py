@@ -8,17 +8,20 @@ from typing import Any
 
 import pytest
 
-from otel_stall.core.detector import RunDetector, detect, stall_score
-from otel_stall.core.policy import DuplicateMode, StallPolicy
-from otel_stall.core.records import (
+from otel_stall import (
     ABSENT,
     Action,
+    DuplicateMode,
     Kind,
     ModelCall,
+    RunDetector,
     RunReport,
+    StallPolicy,
     Status,
     ToolCall,
     Verdict,
+    detect,
+    stall_score,
 )
 
 Events = Callable[[str], list[ToolCall | ModelCall]]

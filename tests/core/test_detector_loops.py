@@ -6,16 +6,17 @@ from typing import Any
 
 import pytest
 
-from otel_stall.core.detector import RunDetector, detect
-from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import (
+from otel_stall import (
     Action,
     Kind,
     ModelCall,
+    RunDetector,
     RunReport,
+    StallPolicy,
     Status,
     ToolCall,
     Verdict,
+    detect,
 )
 
 
@@ -229,7 +230,7 @@ def test_a_run_that_never_stalled_wasted_nothing() -> None:
 
 def test_a_refused_try_of_a_failure_loop_is_reported_as_the_gate_refused_it() -> None:
     """The gate's refusal and the refused call's ledger row carry the same failure_loop finding."""
-    from otel_stall.core.detector import RunDetector
+    from otel_stall import RunDetector
 
     detector = RunDetector()
     for _ in range(3):

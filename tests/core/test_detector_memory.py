@@ -7,10 +7,18 @@ from typing import Any
 
 import pytest
 
-from otel_stall.core.detector import RunDetector, detect
-from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import Action, Kind, ModelCall, RunReport, ToolCall, Verdict
-from otel_stall.live.guard import StallDetected
+from otel_stall import (
+    Action,
+    Kind,
+    ModelCall,
+    RunDetector,
+    RunReport,
+    StallDetected,
+    StallPolicy,
+    ToolCall,
+    Verdict,
+    detect,
+)
 
 Events = Callable[[str], list[ToolCall | ModelCall]]
 FIXTURES = [

@@ -10,9 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_stall.core.detector import RunDetector, detect
-from otel_stall.core.records import ModelCall, Status, ToolCall, Verdict
-from otel_stall.core.signing import Content, Digests
+from otel_stall import Content, Digests, ModelCall, RunDetector, Status, ToolCall, Verdict, detect
 
 TOOLS = st.sampled_from(["search", "fetch", "ls", "cat", "run"])
 

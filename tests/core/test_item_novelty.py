@@ -6,9 +6,7 @@ from typing import Any
 
 import pytest
 
-from otel_stall.core.detector import detect
-from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import ToolCall, Verdict
+from otel_stall import StallPolicy, ToolCall, Verdict, detect
 from otel_stall.core.signing import item_digests
 
 

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from hypothesis_profiles import PROPERTY
 from json_strategies import json_values, scalars
 
-from otel_stall.core.records import Status
-from otel_stall.core.signing import Content, Normaliser, Signer
+from otel_stall import Content, Normaliser, Signer, Status
 
 SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 NORMALISERS = [

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from otel_stall.core.policy import ConfigError, DuplicateMode, StallPolicy
-from otel_stall.core.records import Status
+from otel_stall import ConfigError, DuplicateMode, StallPolicy, Status
 from otel_stall.core.signing import DEFAULT_VOLATILE_KEYS
 
 

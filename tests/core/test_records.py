@@ -10,22 +10,23 @@ from typing import Any
 
 import pytest
 
-from otel_stall.core import records
-from otel_stall.core.chanting import scan
-from otel_stall.core.detector import Observation
-from otel_stall.core.records import (
+from otel_stall import (
     ABSENT,
     Action,
+    Content,
+    Digests,
     Finding,
     Kind,
     LedgerRow,
     ModelCall,
+    Observation,
     RunReport,
     Status,
     ToolCall,
     Verdict,
 )
-from otel_stall.core.signing import Content, Digests
+from otel_stall.core import records
+from otel_stall.core.chanting import scan
 
 _ROW = LedgerRow(
     4, "search", "s" * 16, "c" * 16, "r" * 16, 2, 3, 2, False, 1, Status.OK, Action.WARN, "ab"

@@ -9,13 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from otel_stall.core.records import ABSENT, Status
+from otel_stall import ABSENT, Content, Normaliser, Signer, Status
 from otel_stall.core.signing import (
     CACHE_ENTRIES,
     DEFAULT_VOLATILE_KEYS,
-    Content,
-    Normaliser,
-    Signer,
     digest,
     is_empty,
     parse_volatile_keys,

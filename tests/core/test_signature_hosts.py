@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from otel_stall.core.records import Status
-from otel_stall.core.signing import Normaliser, Signer
+from otel_stall import Normaliser, Signer, Status
 
 SIGN_CORPUS = """
 import json, sys

@@ -36,8 +36,8 @@ from json_strategies import (
     scalars,
 )
 
-from otel_stall.core.records import Status
-from otel_stall.core.signing import NATIVE_AVAILABLE, Content, Normaliser, Signer
+from otel_stall import Content, Normaliser, Signer, Status
+from otel_stall.core.signing import NATIVE_AVAILABLE
 
 REQUIRE_NATIVE = os.environ.get("OTEL_STALL_REQUIRE_NATIVE") == "1"
 

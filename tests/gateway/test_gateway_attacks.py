@@ -32,9 +32,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otlp_sink import OtlpSink
 
-from otel_stall.conventions import Conventions
-from otel_stall.core.config import ConfigError
-from otel_stall.core.records import ToolCall
+from otel_stall import ConfigError, Conventions, ToolCall
 from otel_stall.gateway import Gateway, GatewayConfig
 from otel_stall.gateway.upstream import Delivery
 
@@ -368,7 +366,7 @@ def test_the_analysis_walks_a_costly_chain_in_linear_time(shape: Any) -> None:
     A model span inside another is the same call, so a chain is one model call in
     one run; a cycle has no outermost model span, hence no call and no run.
     """
-    from otel_stall.offline.analysis import TraceAnalyzer
+    from otel_stall import TraceAnalyzer
     from otel_stall.otlp.decode import record_from_proto_span
 
     analyzer = TraceAnalyzer(ids(1, 16).hex())

@@ -18,19 +18,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_sink import OtlpSink
 
+from otel_stall import ConfigError, replay
 from otel_stall.cli import build_parser as cli_parser
-from otel_stall.core.config import ConfigError
 from otel_stall.core.stall_attributes import SpanEvent
 from otel_stall.demo import run_looping_agent
-from otel_stall.gateway import Gateway, GatewayConfig
+from otel_stall.gateway import Gateway, GatewayConfig, Pipeline, config_from_args
 from otel_stall.gateway.buffer import TOOL, TRACE_BYTES, Entry, Group, TraceBuffer
 from otel_stall.gateway.detect import encoded_additions
-from otel_stall.gateway.flags import build_parser, config_from_args
-from otel_stall.gateway.pipeline import Pipeline
+from otel_stall.gateway.flags import build_parser
 from otel_stall.gateway.prometheus import render
 from otel_stall.gateway.receivers import decode_request
 from otel_stall.gateway.upstream import Delivery
-from otel_stall.offline.replay import replay
 from otel_stall.otlp.decode import any_value_to_python
 from otel_stall.otlp.encode import enrich_proto_span, proto_to_json
 

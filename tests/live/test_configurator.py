@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otlp_receiver import GrpcReceiver, ReceivedSpan
 from user_process import run_python
 
+from otel_stall import StallSpanProcessor
 from otel_stall.live.configurator import (
     NAME,
     SDK_HAS_HOOK,
@@ -24,7 +25,6 @@ from otel_stall.live.configurator import (
     ExporterWrapper,
     StallConfigurator,
 )
-from otel_stall.live.processor import StallSpanProcessor
 
 TESTS = Path(__file__).parent.parent
 ROUNDS = 5

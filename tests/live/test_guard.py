@@ -12,10 +12,8 @@ import pytest
 from opentelemetry import trace
 from stall_pipeline import STYLES, Agent, Call, make_pipeline
 
-from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import Kind, Verdict
+from otel_stall import Kind, Refusal, StallDetected, StallGuard, StallPolicy, Verdict
 from otel_stall.live import guard as guard_module
-from otel_stall.live.guard import Refusal, StallDetected, StallGuard
 
 GENAI = STYLES[0]
 ARGS = {"query": "x"}

@@ -14,9 +14,8 @@ from otlp_receiver import GrpcReceiver, HttpReceiver
 from stall_pipeline import STYLES, Agent, Call
 from user_process import run_python
 
-from otel_stall.core.config import ConfigError
-from otel_stall.live.install import install, otlp_exporter_from_env
-from otel_stall.live.processor import StallSpanProcessor
+from otel_stall import ConfigError, StallSpanProcessor, install
+from otel_stall.live.install import otlp_exporter_from_env
 
 SEARCH = Call("search", {"q": 1}, {"r": 1})
 

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from otel_stall.live.capture import OtlpJsonLinesSpanExporter
+from otel_stall import OtlpJsonLinesSpanExporter
 from otel_stall.otlp.decode import any_value_to_python, spans_from_json
 from otel_stall.otlp.encode import traces_from_json
 

@@ -19,8 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from stall_pipeline import STYLES, Agent, Call, stall
 
-from otel_stall.live.processor import ProcessorStats, StallSpanProcessor
-from otel_stall.live.settings import ProcessorSettings
+from otel_stall import ProcessorSettings, ProcessorStats, StallSpanProcessor
 from otel_stall.semconv import StallAttributes as S
 
 GENAI = STYLES[0]

@@ -19,10 +19,9 @@ from stall_pipeline import (
     stall,
 )
 
-from otel_stall.conventions import Conventions, Role, SpanRecord
-from otel_stall.core.records import RunKey, ToolCall
+from otel_stall import Conventions, Role, SpanRecord, ToolCall, analyse_spans
+from otel_stall.core.records import RunKey
 from otel_stall.live.enriched import span_record
-from otel_stall.offline.analysis import analyse_spans
 from otel_stall.semconv import StallAttributes as S
 
 SEARCH = Call("search", {"query": "quarterly report", "limit": 5}, {"hits": ["doc-1", "doc-2"]})

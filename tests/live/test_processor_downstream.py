@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_stall.live.processor import StallSpanProcessor
+from otel_stall import StallSpanProcessor
 
 
 class Recording(SpanProcessor):

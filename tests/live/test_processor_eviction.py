@@ -10,8 +10,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from stall_pipeline import STYLES, Agent, Call, data_points, make_pipeline, stall
 
-from otel_stall.live.processor import StallSpanProcessor
-from otel_stall.live.settings import ProcessorSettings
+from otel_stall import ProcessorSettings, StallSpanProcessor
 from otel_stall.semconv import StallAttributes as S
 
 GENAI = STYLES[0]

@@ -12,10 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from stall_pipeline import STYLES, Agent, Call, make_pipeline, stall
 
-from otel_stall.conventions import Conventions, Role
-from otel_stall.core.records import Finding
-from otel_stall.live.processor import StallSpanProcessor
-from otel_stall.live.settings import ProcessorSettings
+from otel_stall import Conventions, Finding, ProcessorSettings, Role, StallSpanProcessor
 
 GENAI = STYLES[0]
 SEARCH = Call("search", {"q": 1}, {"r": 1})

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_stall.live.processor import StallSpanProcessor
+from otel_stall import StallSpanProcessor
 
 
 def _nested(depth: int) -> dict[str, Any]:

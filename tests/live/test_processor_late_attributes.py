@@ -6,9 +6,9 @@ import pytest
 from opentelemetry.trace import Tracer
 from stall_pipeline import STYLES, make_pipeline, stall
 
+from otel_stall import analyse_spans
 from otel_stall.conventions import is_agent_span_name
 from otel_stall.live.enriched import span_record
-from otel_stall.offline.analysis import analyse_spans
 
 ADK = next(style for style in STYLES if style.name == "adk")
 

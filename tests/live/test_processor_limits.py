@@ -16,8 +16,7 @@ from opentelemetry.util.types import AttributeValue
 from stall_pipeline import STYLES, Agent, Call, make_pipeline
 from user_process import run_python
 
-from otel_stall.live.processor import StallSpanProcessor
-from otel_stall.live.settings import ProcessorSettings
+from otel_stall import ProcessorSettings, StallSpanProcessor
 
 GENAI = STYLES[0]
 UNLIMITED = SpanLimits(

@@ -14,8 +14,8 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.trace import Tracer
 from stall_pipeline import STYLES, Agent, Call, Pipeline, events, make_pipeline
 
+from otel_stall import ProcessorSettings
 from otel_stall.live.log_events import API_EMITS_EVENTS, EventSignal
-from otel_stall.live.settings import ProcessorSettings
 from otel_stall.semconv import StallEventAttributes as E
 
 try:  # the name since SDK 1.39; the older one warns there

@@ -10,12 +10,16 @@ import pytest
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from stall_pipeline import STYLE_IDS, STYLES, Agent, Call, Pipeline, Style, events, make_pipeline
 
-from otel_stall.core.detector import RunDetector
-from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import Action, ToolCall
-from otel_stall.core.signing import Content, Digests
-from otel_stall.live.processor import StallSpanProcessor
-from otel_stall.live.settings import ProcessorSettings
+from otel_stall import (
+    Action,
+    Content,
+    Digests,
+    ProcessorSettings,
+    RunDetector,
+    StallPolicy,
+    StallSpanProcessor,
+    ToolCall,
+)
 from otel_stall.semconv import StallEventAttributes as E
 
 GENAI = STYLES[0]

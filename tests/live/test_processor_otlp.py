@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from otlp_receiver import GrpcReceiver, HttpReceiver, OtlpReceiver, ReceivedSpan
 from stall_pipeline import STYLES, Agent, Call
 
-from otel_stall.live.processor import StallSpanProcessor
+from otel_stall import StallSpanProcessor
 
 pytestmark = pytest.mark.e2e
 

@@ -7,10 +7,8 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from stall_pipeline import STYLES, Agent, Call, events, make_pipeline, stall
 
-from otel_stall.conventions import SpanRecord
+from otel_stall import ProcessorSettings, SpanRecord, analyse_spans
 from otel_stall.live.processor import span_record
-from otel_stall.live.settings import ProcessorSettings
-from otel_stall.offline.analysis import analyse_spans
 from otel_stall.semconv import StallAttributes as S
 
 GENAI = STYLES[0]

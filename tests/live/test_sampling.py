@@ -20,15 +20,8 @@ from opentelemetry.sdk.trace.sampling import (
 from opentelemetry.trace.span import TraceState
 from stall_pipeline import STYLES, Agent, Call, Pipeline, make_pipeline
 
-from otel_stall.core.config import ConfigError
-from otel_stall.core.records import Finding
-from otel_stall.live.sampler import (
-    BY_NAME,
-    RecordAllSampler,
-    parent_based_ratio,
-    ratio,
-    sampler_from_env,
-)
+from otel_stall import ConfigError, Finding, RecordAllSampler
+from otel_stall.live.sampler import BY_NAME, parent_based_ratio, ratio, sampler_from_env
 
 SEARCH = Call("search", {"q": 1}, {"hits": [1]})
 SAMPLED = Decision.RECORD_AND_SAMPLE

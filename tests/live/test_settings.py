@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from otel_stall.core.config import ConfigError
-from otel_stall.live.processor import StallSpanProcessor
-from otel_stall.live.settings import ENV_VARS, ProcessorSettings
+from otel_stall import ConfigError, ProcessorSettings, StallSpanProcessor
+from otel_stall.live.settings import ENV_VARS
 
 
 def test_defaults() -> None:

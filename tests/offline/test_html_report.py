@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
+from otel_stall import Action
 from otel_stall.cli import main
-from otel_stall.core.records import ACTION_SEVERITY, Action
+from otel_stall.core.records import ACTION_SEVERITY
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "formats" / "otlp.jsonl"
 CHROMIUM = "/usr/bin/chromium"

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_stall.core.detector import detect
-from otel_stall.core.errors import InputError
-from otel_stall.core.records import ABSENT, ModelCall, Status, ToolCall
-from otel_stall.offline.jsonl import load_events, looks_like_trace_line
+from otel_stall import ABSENT, InputError, ModelCall, Status, ToolCall, detect, load_events
+from otel_stall.offline.jsonl import looks_like_trace_line
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 GOOD = '{"type": "tool_call", "seq": 1, "tool": "search", "args": {"q": "x"}, "result": [1]}\n'

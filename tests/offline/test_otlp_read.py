@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from otel_stall import Replayer, ReplayResult, replay
 from otel_stall.offline.readers import NOT_A_SPAN_FILE, Format, read_units
-from otel_stall.offline.replay import Replayer, ReplayResult, replay
 from otel_stall.offline.report import run_json
 
 GOLDEN = Path(__file__).parent.parent / "golden"
@@ -163,7 +163,7 @@ def test_directory_is_read_recursively_and_errors_do_not_hide_results(
 def test_missing_file_is_an_error_not_a_crash(tmp_path: Path) -> None:
     """A path that does not exist is reported and the other paths are still read."""
     missing = str(tmp_path / "nope.jsonl")
-    from otel_stall.offline.replay import Replayer
+    from otel_stall import Replayer
 
     result = Replayer().analyse([missing, str(GOLDEN / "formats" / "otlp.jsonl")])
     assert [(e.path, e.message) for e in result.errors] == [(missing, "no such file or directory")]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_stall.offline.replay import Replayer, ReplayResult, replay
+from otel_stall import Replayer, ReplayResult, replay
 from otel_stall.offline.report import run_json
 
 GOLDEN = Path(__file__).parent.parent / "golden"

@@ -21,10 +21,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from otel_stall.conventions import ROLE_KEYS, Conventions, CustomConvention, Role, SpanRecord
-from otel_stall.core.policy import StallPolicy
-from otel_stall.offline.analysis import TraceAnalyzer, TraceResult, analyse_spans
-from otel_stall.offline.replay import Replayer, ReplayResult
+from otel_stall import (
+    Conventions,
+    CustomConvention,
+    Replayer,
+    ReplayResult,
+    Role,
+    SpanRecord,
+    StallPolicy,
+    TraceAnalyzer,
+    TraceResult,
+    analyse_spans,
+)
+from otel_stall.conventions import ROLE_KEYS
 from otel_stall.offline.report import run_json
 from otel_stall.otlp.decode import (
     DecodeError,

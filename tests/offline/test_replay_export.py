@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from otlp_receiver import GrpcReceiver, HttpReceiver, OtlpReceiver
 
+from otel_stall import Replayer
 from otel_stall.cli import main
 from otel_stall.conventions import CONTENT_KEYS
-from otel_stall.offline.replay import Replayer
 from otel_stall.offline.send import OtlpSender
 from otel_stall.otlp.decode import spans_from_proto
 from otel_stall.otlp.encode import traces_from_json

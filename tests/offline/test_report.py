@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from otel_stall.core.detector import detect
-from otel_stall.core.records import ABSENT, ACTION_SEVERITY, Action, Kind, ModelCall, ToolCall
+from otel_stall import ABSENT, Action, Kind, ModelCall, ReplayResult, ToolCall, detect, replay
+from otel_stall.core.records import ACTION_SEVERITY
 from otel_stall.offline.preview import PREVIEW_CHARS, argument_preview
-from otel_stall.offline.replay import ReplayResult, replay
 from otel_stall.offline.report import (
     DEFAULT_LIMIT,
     ReportOptions,

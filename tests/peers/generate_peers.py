@@ -60,8 +60,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, set_span_in_context
 
-from otel_stall.core.records import Action, Verdict
-from otel_stall.live.capture import OtlpJsonLinesSpanExporter
+from otel_stall import Action, OtlpJsonLinesSpanExporter, Verdict
 
 BASE_NS: Final = 1_735_689_600_000_000_000
 """2025-01-01T00:00:00Z: every fixture's first span starts here."""

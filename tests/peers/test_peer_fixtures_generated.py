@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from otel_stall.offline.replay import replay
+from otel_stall import replay
 from otel_stall.offline.report import run_json
 
 PEERS = Path(__file__).parent.parent / "peers"
