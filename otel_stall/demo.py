@@ -1,4 +1,4 @@
-"""A simulated agent, traced with the real SDK: the embedded example behind ``otel-stall demo``.
+"""A simulated agent, traced with the real SDK, and its narration: ``otel-stall demo``.
 
 It emits OTel GenAI spans the way an instrumented agent framework does
 (``invoke_agent`` > ``chat`` > ``execute_tool``, plus a plain HTTP client span
@@ -10,25 +10,38 @@ Given a :class:`~otel_stall.live.guard.StallGuard`, the researcher does what a
 guarded agent does: it asks the gate before each tool call, records a refused
 call as a refused span instead of running it, and stops as soon as the run's
 verdict reaches ``break``. Without one it loops for its rounds, unguarded.
+
+:func:`run_live_demo` is what ``otel-stall demo`` prints while both agents run
+live; the command (``otel_stall.cli.demo``) then replays the capture.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import IO, Any, Final
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
+from otel_stall.core.records import Finding
 from otel_stall.live.guard import Refusal, StallDetected, StallGuard
 from otel_stall.semconv import StallAttributes
 
-__all__ = ["PAGE_URL", "Step", "run_looping_agent", "run_progressing_agent"]
+__all__ = [
+    "LIVE_ROUNDS",
+    "PAGE_URL",
+    "Step",
+    "run_live_demo",
+    "run_looping_agent",
+    "run_progressing_agent",
+]
 
 PAGE_URL: Final = "https://docs.example.com/otel/spans"
 _PAGE = {"url": PAGE_URL, "text": "Spans describe one operation."}
+LIVE_ROUNDS: Final = 12
+"""The most rounds the guarded researcher tries in ``otel-stall demo``; the gate stops it sooner."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,3 +173,104 @@ def run_progressing_agent(tracer: Tracer | None = None, rounds: int = 4) -> None
             _chat(tracer)
             _tool(tracer, "list_issues", {"page": page}, {"issues": [f"#{page * 10}"]})
         _chat(tracer)
+
+
+# -- the narrated demo (``otel-stall demo``) ---------------------------------------
+
+
+def run_live_demo(
+    capture: str, export_otlp: str | None, stdout: IO[str], *, width: int | None = None
+) -> None:
+    """The guarded researcher and the planner, live: each round as it happens, then the findings.
+
+    Spans go to ``capture`` (OTLP/JSON lines) and, given ``export_otlp``, to that
+    endpoint; ``width`` is the findings' line width (``None``: the terminal's).
+    """
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+    from otel_stall.live.capture import OtlpJsonLinesSpanExporter
+    from otel_stall.live.processor import StallSpanProcessor
+
+    findings: list[Finding] = []
+    downstream: list[Any] = [SimpleSpanProcessor(OtlpJsonLinesSpanExporter(capture))]
+    if export_otlp:
+        downstream.append(BatchSpanProcessor(_sdk_exporter(export_otlp)))
+    processor = StallSpanProcessor(*downstream, on_finding=findings.append)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("otel_stall.demo")
+    stdout.write(
+        "A simulated researcher agent that loops on one page, and a planner that makes\n"
+        "progress, traced with the OpenTelemetry SDK through StallSpanProcessor. The\n"
+        "researcher asks the live gate (StallGuard) before each tool call.\n\nresearcher\n"
+    )
+    narrator = _Narrator(stdout)
+    stopped = run_looping_agent(tracer, LIVE_ROUNDS, guard=processor.guard, on_step=narrator.step)
+    if stopped is not None:
+        narrator.stopped(stopped)
+    run_progressing_agent(tracer)
+    stdout.write(
+        "planner\n  rounds 1..4  list_issues, pages 1 to 4: each result new, never stopped\n"
+    )
+    provider.shutdown()
+    _print_live_findings(findings, narrator.arguments, stdout, width)
+
+
+class _Narrator:
+    """Prints the researcher's rounds: what ran, what the gate refused, and the message."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.told: set[str] = set()
+        self.arguments: dict[str, str] = {}
+        """Each tool's arguments as its spans carry them (JSON text), for the previews."""
+
+    def step(self, step: Step) -> None:
+        self.arguments[step.tool] = json.dumps(step.arguments)
+        call = f"  round {step.round:<3} {step.tool} {json.dumps(step.arguments)}"
+        if step.refusal is None:
+            self.out.write(f"{call}: ran\n")
+        elif step.refusal.message in self.told:
+            self.out.write(f"{call}: refused again\n")
+        else:
+            self.told.add(step.refusal.message)
+            self.out.write(f"{call}: refused by the gate; the model is told:\n")
+            self.out.write(f"      {step.refusal.message}\n")
+
+    def stopped(self, stalled: StallDetected) -> None:
+        self.out.write(
+            f"  stopped: the run reached {stalled.report.verdict.value}; the model is told:\n"
+            f"      {stalled}\n"
+        )
+
+
+def _print_live_findings(
+    findings: Sequence[Finding], arguments: dict[str, str], stdout: IO[str], width: int | None
+) -> None:
+    """The live findings, one line per rule and call, as the replay report prints them."""
+    from rich.console import Console
+
+    from otel_stall.offline.preview import argument_preview
+    from otel_stall.offline.report import collapse_findings, finding_text
+
+    stdout.write("\nLive findings, one line per rule and call:\n")
+    console = Console(file=stdout, highlight=False, soft_wrap=False, width=width)
+    for line in collapse_findings(findings, lambda f: argument_preview(arguments.get(f.tool))):
+        console.print(finding_text(line), no_wrap=True, overflow="ellipsis")
+
+
+def _sdk_exporter(url: str) -> Any:
+    """Live spans from the SDK go out with the SDK's own OTLP exporters."""
+    from otel_stall.offline.send import is_http_url
+
+    if is_http_url(url):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter(endpoint=url)
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+        OTLPSpanExporter as GrpcExporter,
+    )
+
+    endpoint = url.split("://", 1)[-1]
+    return GrpcExporter(endpoint=endpoint, insecure=not url.startswith("https://"))

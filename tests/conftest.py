@@ -9,8 +9,7 @@ import hypothesis_profiles  # noqa: F401  (registers and loads the profile)
 import pytest
 from otlp_sink import OtlpSink
 
-from otel_stall.core.records import ModelCall, ToolCall
-from otel_stall.offline.jsonl import load_events
+from otel_stall import ModelCall, ToolCall, load_events
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -21,9 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
-from otel_stall.conventions import Conventions, CustomConvention
-from otel_stall.core.records import Finding
-from otel_stall.live.processor import StallSpanProcessor
+from otel_stall import Conventions, CustomConvention, Finding, StallSpanProcessor
 
 Attrs = dict[str, Any]
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 import yaml
+from gateway_support import agent_spans, export, parse_prometheus, require_tool, wait_until
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from test_gateway_support import agent_spans, export, parse_prometheus, require_tool, wait_until
 
 from otel_stall.gateway import Gateway, GatewayConfig
 

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from otel_stall.gateway.config import DEFAULT_GRPC, DEFAULT_HTTP, DEFAULT_METRICS, GatewayConfig
-from otel_stall.gateway.flags import build_parser, config_from_args
+from otel_stall.gateway import GatewayConfig, config_from_args
+from otel_stall.gateway.config import DEFAULT_GRPC, DEFAULT_HTTP, DEFAULT_METRICS
+from otel_stall.gateway.flags import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTOR_CONFIGS = ("otelcol.yaml", "gateway-return.yaml", "loadbalancing.yaml")

@@ -20,10 +20,9 @@ from types import ModuleType
 
 import pytest
 
+from otel_stall import StallPolicy
 from otel_stall.cli import COMMANDS
-from otel_stall.core.policy import StallPolicy
-from otel_stall.gateway.config import GatewayConfig
-from otel_stall.gateway.telemetry import GatewayMetricNames
+from otel_stall.gateway import GatewayConfig, GatewayMetricNames
 from otel_stall.live.settings import ENV_VARS
 from otel_stall.semconv import StallAttributes, StallEventAttributes, StallMetricNames
 

@@ -18,11 +18,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from otel_stall.core.policy import StallPolicy
+from otel_stall import OtlpJsonLinesSpanExporter, Replayer, StallPolicy, StallSpanProcessor
 from otel_stall.demo import run_looping_agent, run_progressing_agent
-from otel_stall.live.capture import OtlpJsonLinesSpanExporter
-from otel_stall.live.processor import StallSpanProcessor
-from otel_stall.offline.replay import Replayer
 from otel_stall.otlp.decode import spans_from_json
 from otel_stall.otlp.encode import traces_from_json
 

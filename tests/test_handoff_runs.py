@@ -13,17 +13,17 @@ import json
 from typing import Any
 
 import pytest
+from gateway_support import export, wait_until
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 from otlp_sink import OtlpSink
 from stall_pipeline import make_pipeline, stall
-from test_gateway_support import export, wait_until
 
+from otel_stall import analyse_spans
 from otel_stall.gateway import Gateway, GatewayConfig
 from otel_stall.live.processor import span_record
-from otel_stall.offline.analysis import analyse_spans
 from otel_stall.semconv import StallAttributes as S
 
 KIND = "openinference.span.kind"

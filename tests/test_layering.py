@@ -103,7 +103,7 @@ def test_every_part_is_layered() -> None:
         ("otel_stall.core.detector", "opentelemetry.trace"),
         ("otel_stall.conventions.builtin", "opentelemetry.sdk.trace"),
         ("otel_stall.otlp.decode", "otel_stall.offline.analysis"),
-        ("otel_stall.gateway.core", "otel_stall.live.processor"),
+        ("otel_stall.gateway.pipeline", "otel_stall.live.processor"),
         ("otel_stall.semconv", "otel_stall.core.records"),
     ],
 )

@@ -10,8 +10,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from stall_pipeline import STYLES, Agent, Call, data_points, make_pipeline
 
-from otel_stall.core.detector import detect
-from otel_stall.core.records import ModelCall, RunReport, ToolCall
+from otel_stall import ModelCall, RunReport, ToolCall, detect
 from otel_stall.metrics import StallMetrics
 
 Points = dict[tuple[str, frozenset[tuple[str, object]]], int]

@@ -17,10 +17,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Tracer
 from stall_pipeline import make_pipeline, stall
 
-from otel_stall.conventions import Conventions
+from otel_stall import Conventions, analyse_spans
 from otel_stall.conventions.user import load_conventions
 from otel_stall.live.processor import span_record
-from otel_stall.offline.analysis import analyse_spans
 from otel_stall.semconv import StallAttributes as S
 
 GEMINI = {"gen_ai.agent.name": "gemini-cli"}

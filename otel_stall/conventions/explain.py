@@ -4,7 +4,7 @@
 runs when their framework's runs come out empty. It reads the same compiled
 tables as :class:`~otel_stall.conventions.builtin.Conventions`, and its role
 and tool name are checked against the conventions' own on every framework
-fixture (``tests/test_explain.py``), so the explanation cannot drift from the
+fixture (``tests/conventions/test_explain.py``), so the explanation cannot drift from the
 behaviour it explains.
 """
 

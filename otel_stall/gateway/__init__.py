@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from otel_stall.gateway.config import GatewayConfig
-    from otel_stall.gateway.core import Pipeline
     from otel_stall.gateway.flags import add_arguments, config_from_args
+    from otel_stall.gateway.pipeline import Pipeline
     from otel_stall.gateway.server import Gateway, run, serve_main
     from otel_stall.gateway.telemetry import GatewayMetricNames
 
@@ -37,7 +37,7 @@ _HOMES = {
     "Gateway": "server",
     "GatewayConfig": "config",
     "GatewayMetricNames": "telemetry",
-    "Pipeline": "core",
+    "Pipeline": "pipeline",
     "add_arguments": "flags",
     "config_from_args": "flags",
     "run": "server",

@@ -54,8 +54,8 @@ __all__ = [
     "AGENT_NAME",
     "ANCESTRY_BUDGET",
     "MARK",
-    "Detector",
     "Outcome",
+    "TraceDetector",
     "ancestry_cost",
     "encoded_additions",
 ]
@@ -166,7 +166,7 @@ class Outcome:
     """Why it was not analysed, when that is worth counting (``too_complex``)."""
 
 
-class Detector:
+class TraceDetector:
     """Span classification and per-trace detection for one pipeline."""
 
     def __init__(self, policy: StallPolicy, conventions: Conventions) -> None:

@@ -32,8 +32,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_stall.gateway.config import GatewayConfig
-from otel_stall.gateway.core import Ingested, Pipeline
 from otel_stall.gateway.http import AsyncHttpServer, Reply, Request
+from otel_stall.gateway.pipeline import Ingested, Pipeline
 from otel_stall.gateway.prometheus import CONTENT_TYPE as PROMETHEUS_CONTENT_TYPE
 from otel_stall.otlp.decode import DecodeError
 from otel_stall.otlp.encode import traces_from_json

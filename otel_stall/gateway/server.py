@@ -25,8 +25,8 @@ from otel_stall.conventions.user import conventions_from_file
 from otel_stall.core.config import ConfigError
 from otel_stall.core.policy import StallPolicy
 from otel_stall.gateway.config import GatewayConfig
-from otel_stall.gateway.core import Pipeline
 from otel_stall.gateway.flags import build_parser, config_from_args, configure_logging
+from otel_stall.gateway.pipeline import Pipeline
 from otel_stall.gateway.receivers import (
     GrpcReceiver,
     HttpReceiver,

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gateway_support import free_port, scrape, value, wait_until
 from otlp_sink import OtlpSink
-from test_gateway_support import free_port, scrape, value, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "collector-config"

@@ -34,6 +34,7 @@ from collector_stack import (
     replay_verdicts,
     sleep_until,
 )
+from gateway_support import agent_spans, export, scrape, value, wait_until
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
     OTLPSpanExporter as HttpSpanExporter,
@@ -43,7 +44,6 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
-from test_gateway_support import agent_spans, export, scrape, value, wait_until
 
 from otel_stall.demo import run_looping_agent, run_progressing_agent
 

@@ -31,12 +31,17 @@ from opentelemetry.trace import (
     set_span_in_context,
 )
 
-from otel_stall import replay
-from otel_stall.conventions import Conventions, Role, SpanRecord
-from otel_stall.core.records import ABSENT, RunReport
+from otel_stall import (
+    ABSENT,
+    Conventions,
+    Replayer,
+    Role,
+    RunReport,
+    SpanRecord,
+    StallSpanProcessor,
+    replay,
+)
 from otel_stall.live.enriched import span_record
-from otel_stall.live.processor import StallSpanProcessor
-from otel_stall.offline.replay import Replayer
 from otel_stall.otlp.decode import spans_from_json
 
 tomllib = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")

@@ -16,7 +16,7 @@ The spans go through the real SDK (a ``TracerProvider`` with a fixed id
 generator, fixed timestamps, an explicit resource and sampler, so neither the
 SDK version nor ``OTEL_*`` variables leak in) and are written by
 :class:`OtlpJsonLinesSpanExporter`, one line per span. Running the script twice
-gives identical files; ``tests/test_peer_fixtures_generated.py`` checks that
+gives identical files; ``tests/peers/test_peer_fixtures_generated.py`` checks that
 the committed files are what it writes.
 
 How a peer's events become spans:
@@ -60,8 +60,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, set_span_in_context
 
-from otel_stall.core.records import Action, Verdict
-from otel_stall.live.capture import OtlpJsonLinesSpanExporter
+from otel_stall import Action, OtlpJsonLinesSpanExporter, Verdict
 
 BASE_NS: Final = 1_735_689_600_000_000_000
 """2025-01-01T00:00:00Z: every fixture's first span starts here."""

@@ -1,0 +1,59 @@
+"""``otel-stall demo``: a looping agent through the SDK and the live gate, then replayed.
+
+The agents and the narration live in :mod:`otel_stall.demo`; this command
+picks the capture file, runs them, and reports the replay of what they sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import tempfile
+import time
+from typing import IO
+
+from otel_stall.cli.common import EXIT_OK, EXIT_USAGE, print_errors
+from otel_stall.cli.report import render, table_width
+
+__all__ = ["add_demo_arguments", "cmd_demo"]
+
+
+def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``otel-stall demo``."""
+    parser.add_argument(
+        "--capture",
+        metavar="FILE",
+        help="keep the captured spans in FILE (default: a temporary file, removed at the end)",
+    )
+    parser.add_argument(
+        "--export-otlp",
+        metavar="URL",
+        help="also send the live, enriched spans to an OTLP endpoint (HTTP for .../v1/traces)",
+    )
+    parser.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+
+
+def cmd_demo(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    """Run a looping agent through the SDK, the live processor and its gate, then replay it."""
+    from otel_stall.demo import run_live_demo
+    from otel_stall.offline.replay import Replayer
+
+    with contextlib.ExitStack() as cleanup:
+        capture = args.capture
+        if capture is None:
+            folder = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="otel-stall-demo-"))
+            capture = os.path.join(folder, "spans.jsonl")
+        elif os.path.exists(capture):
+            os.unlink(capture)
+        started = time.perf_counter()
+        run_live_demo(capture, args.export_otlp, stdout, width=table_width(stdout))
+        kept = f" in {capture}" if args.capture else ""
+        stdout.write(
+            f"\nThe spans ({time.perf_counter() - started:.2f}s of agent work) were captured"
+            f"{kept}; replayed offline they give the same verdicts:\n\n"
+        )
+        replayed = Replayer().analyse([capture])
+        render(replayed, args, stdout)
+    print_errors(replayed.errors, stderr)
+    return EXIT_USAGE if replayed.errors else EXIT_OK

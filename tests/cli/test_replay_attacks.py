@@ -1,0 +1,391 @@
+"""Issue 21's attacks on replay, written as the attack: each failed before the fix.
+
+Compression bombs (a gzip line, a zstd message and a zstd document, each
+inflating to 1 GiB from about a megabyte or less), running out of memory, cut
+compressed files, parent cycles and deep chains stored as files, and an
+``--out`` that is its own input or sits in the input folder. Every span that
+can be read is counted, and every problem is an error naming the file, where
+in it, and the reason. Bomb files are made in the test's tmp dir.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import zstandard
+
+from otel_stall import Replayer
+from otel_stall.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+GOLDEN = ROOT / "tests" / "golden" / "formats"
+LINES = (GOLDEN / "otlp.jsonl").read_bytes().splitlines(keepends=True)
+SPANS_IN_DATASET = 40
+MIB = 1 << 20
+GIB = 1 << 30
+RSS_BOUND = 512 * MIB
+"""Generous: the default cap is 128 MiB. Before the fix a 1 GiB bomb peaked at 1-2 GB."""
+
+# A child runs the command line as a grandchild and reports the grandchild's peak RSS,
+# so nothing else this test process ever started counts towards it.
+_MEASURE = """
+import json, resource, subprocess, sys
+limit = int(sys.argv[1])
+def cap_memory():
+    if limit:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+proc = subprocess.run(sys.argv[2:], capture_output=True, preexec_fn=cap_memory)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps({"code": proc.returncode, "out": proc.stdout.decode(),
+                  "err": proc.stderr.decode(), "peak": peak}))
+"""
+
+
+def replay_child(args: list[str], address_space: int = 0) -> tuple[int, Any, str, int]:
+    """``otel-stall replay ARGS --format json`` in a child: exit code, report, stderr, peak RSS."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "otel_stall", "replay", *args, "--format", "json"]
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(address_space), *command],
+        capture_output=True,
+        env=env,
+        timeout=240,
+        check=True,
+    )
+    run = json.loads(proc.stdout)
+    report = json.loads(run["out"]) if run["out"].startswith("{") else None
+    return run["code"], report, run["err"], run["peak"]
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, str]:
+    """``otel-stall replay ARGS --format json`` in this process: exit code, report, stderr."""
+    code = main(["replay", *args, "--format", "json"])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out), captured.err
+
+
+def frames(path: Path) -> list[bytes]:
+    """The length-prefixed messages of a protobuf file, each with its prefix."""
+    data = path.read_bytes()
+    out = []
+    offset = 0
+    while offset < len(data):
+        size = int.from_bytes(data[offset : offset + 4], "big")
+        out.append(data[offset : offset + 4 + size])
+        offset += 4 + size
+    return out
+
+
+def spans_in_lines(data: bytes) -> int:
+    """Spans in the whole OTLP/JSON lines of ``data`` (a cut last line holds none)."""
+    total = 0
+    for line in data.split(b"\n")[:-1]:
+        for rs in orjson.loads(line)["resourceSpans"]:
+            total += sum(len(ss["spans"]) for ss in rs["scopeSpans"])
+    return total
+
+
+def noisy(line: bytes) -> bytes:
+    """An OTLP/JSON line with 1 KB of random hex in its resource: it does not compress away."""
+    obj = orjson.loads(line)
+    for rs in obj["resourceSpans"]:
+        noise = {"key": "noise", "value": {"stringValue": os.urandom(512).hex()}}
+        rs["resource"]["attributes"].append(noise)
+    return orjson.dumps(obj) + b"\n"
+
+
+# -- bombs -------------------------------------------------------------------------------
+
+
+def _zstd_frame(prefix: bytes, filler: bytes, suffix: bytes) -> bytes:
+    """One zstd frame: ``prefix``, 1 GiB of ``filler``, ``suffix``; compressed 1 MiB at a time."""
+    compressor = zstandard.ZstdCompressor(level=1).compressobj()
+    parts = [compressor.compress(prefix)]
+    block = filler * (MIB // len(filler))
+    parts += [compressor.compress(block) for _ in range(GIB // MIB)]
+    parts += [compressor.compress(suffix), compressor.flush()]
+    return b"".join(parts)
+
+
+def gzip_line_bomb(tmp_path: Path) -> Path:
+    """Good lines around one 1 GiB OTLP line (line 2), in 1 MiB gzip members: about 1.5 MB."""
+    path = tmp_path / "bomb.jsonl.gz"
+    # A period of 8 bytes compresses as well as one repeated byte and inflates twice as fast.
+    filler = gzip.compress(b"abcdefgh" * (MIB // 8), compresslevel=9, mtime=0)
+    with path.open("wb") as f:
+        f.write(gzip.compress(LINES[0] + b'{"resourceSpans":[{"x":"', mtime=0))
+        for _ in range(GIB // MIB):
+            f.write(filler)
+        f.write(gzip.compress(b'"}]}\n' + b"".join(LINES[1:]), mtime=0))
+    return path
+
+
+def zstd_message_bomb(tmp_path: Path) -> Path:
+    """Protobuf messages in the legacy zstd mode; the second inflates to 1 GiB."""
+    path = tmp_path / "bomb.binpb"
+    good = frames(GOLDEN / "otlp.binpb")
+    bomb = _zstd_frame(b"\x0a", b"\x00", b"")
+    path.write_bytes(good[0] + len(bomb).to_bytes(4, "big") + bomb + b"".join(good[1:]))
+    return path
+
+
+def zstd_document_bomb(tmp_path: Path) -> Path:
+    """A whole-file zstd OTLP/JSON document of 1 GiB (a padding string)."""
+    path = tmp_path / "bomb.json.zst"
+    head = b'{\n  "resourceSpans": [],\n  "padding": "'
+    path.write_bytes(_zstd_frame(head, b" ", b'"\n}\n'))
+    return path
+
+
+FIRST = len(frames(GOLDEN / "otlp.binpb")[0])
+"""The byte offset of the second message, where the zstd bomb is."""
+BOMBS: dict[str, tuple[Callable[[Path], Path], str, int]] = {
+    "gzip-line": (gzip_line_bomb, "bomb.jsonl.gz:2: line over the 128 MiB cap", 40),
+    "zstd-message": (
+        zstd_message_bomb,
+        f".binpb:@{FIRST}: a zstd message that inflates to over",
+        40,
+    ),
+    "zstd-document": (zstd_document_bomb, "a JSON document over the 128 MiB cap", 0),
+}
+
+
+@pytest.mark.parametrize("name", list(BOMBS))
+def test_a_compression_bomb_is_skipped_in_bounded_memory(name: str, tmp_path: Path) -> None:
+    """1 GiB inflated from a small file: an error naming the file, the line or offset, the flag."""
+    make, error, spans = BOMBS[name]
+    path = make(tmp_path)
+    assert path.stat().st_size < 2 * MIB
+    code, report, err, peak = replay_child([str(path)])
+    assert code == 2, err
+    assert "Traceback" not in err
+    (line,) = [line for line in err.splitlines() if error in line]
+    assert str(path) in line
+    assert "--max-message-mib" in line
+    assert report["summary"]["spans"] == spans
+    assert peak < RSS_BOUND, f"peak RSS {peak / MIB:.0f} MiB"
+
+
+def test_a_raised_cap_reads_what_the_default_refuses(tmp_path: Path) -> None:
+    """--max-message-mib moves the cap: a 2 MiB line is refused at 1 MiB and read at 3."""
+    line = orjson.loads(LINES[0])
+    line["resourceSpans"][0]["resource"]["attributes"].append(
+        {"key": "padding", "value": {"stringValue": "x" * (2 * MIB)}}
+    )
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(orjson.dumps(line) + b"\n" + b"".join(LINES[1:]))
+    small = Replayer(max_message=MIB).analyse([str(path)])
+    large = Replayer(max_message=3 * MIB).analyse([str(path)])
+    assert [(e.line, "1 MiB cap" in e.message) for e in small.errors] == [(1, True)]
+    assert large.errors == []
+    assert large.spans == SPANS_IN_DATASET
+    assert small.spans == SPANS_IN_DATASET - spans_in_lines(LINES[0])
+
+
+def test_running_out_of_memory_is_exit_2_with_an_error_line(tmp_path: Path) -> None:
+    """With the cap raised past what the machine holds, MemoryError is exit 2, not a traceback."""
+    path = zstd_document_bomb(tmp_path)
+    code, _, err, _ = replay_child([str(path), "--max-message-mib", "1024"], 768 * MIB)
+    assert "Traceback" not in err
+    assert "otel-stall: out of memory" in err
+    assert code == 2
+
+
+# -- cut compressed files ----------------------------------------------------------------
+
+
+def _gzip(data: bytes) -> bytes:
+    return gzip.compress(data, mtime=0)
+
+
+def _zstd(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor().compress(data)
+
+
+def _inflate_gzip(data: bytes) -> bytes:
+    return zlib.decompressobj(31).decompress(data)
+
+
+def _inflate_zstd(data: bytes) -> bytes:
+    return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(data))
+
+
+@pytest.mark.parametrize(
+    ("suffix", "name", "compress", "inflate"),
+    [(".gz", "gzip", _gzip, _inflate_gzip), (".zst", "zstd", _zstd, _inflate_zstd)],
+    ids=["gzip", "zstd"],
+)
+def test_a_cut_compressed_file_keeps_the_spans_before_the_cut(
+    suffix: str,
+    name: str,
+    compress: Callable[[bytes], bytes],
+    inflate: Callable[[bytes], bytes],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A .gz or .zst cut in half: every span before the cut counts, and an error says where."""
+    whole = compress(b"".join(noisy(line) for line in LINES * 100))
+    cut = whole[: len(whole) // 2]
+    path = tmp_path / f"cut.jsonl{suffix}"
+    path.write_bytes(cut)
+    expected = spans_in_lines(inflate(cut))
+    assert 0 < expected < SPANS_IN_DATASET * 100
+    code, report, err = run_cli([str(path)], capsys)
+    assert code == 2
+    assert report["summary"]["spans"] == expected
+    assert f"{path}:@{len(cut)}: the {name} stream is cut short" in err
+
+
+# The reader inflates gzip itself now (GzipFile lost a cut file's spans): two guards.
+
+
+def test_a_complete_multi_member_gzip_reads_every_member(tmp_path: Path) -> None:
+    """Members one after another (and zero padding after them) read as one stream, no error."""
+    path = tmp_path / "members.jsonl.gz"
+    path.write_bytes(b"".join(_gzip(line) for line in LINES) + b"\x00" * 1024)
+    result = Replayer().analyse([str(path)])
+    assert result.errors == []
+    assert result.spans == SPANS_IN_DATASET
+
+
+def test_garbage_after_gzip_is_an_error_after_the_spans(tmp_path: Path) -> None:
+    """Bytes after the last member that are not gzip: the spans count, then an error says where."""
+    data = _gzip(b"".join(LINES))
+    path = tmp_path / "trailing.jsonl.gz"
+    path.write_bytes(data + b"not gzip at all")
+    result = Replayer().analyse([str(path)])
+    assert result.spans == SPANS_IN_DATASET
+    ((error),) = result.errors
+    assert (error.offset, "cannot decompress the gzip data" in error.message) == (len(data), True)
+
+
+# -- parent chains stored as files -------------------------------------------------------
+
+
+def _span(span_id: int, parent: int | None, name: str, attributes: dict[str, str]) -> Any:
+    return {
+        "traceId": "0" * 31 + "1",
+        "spanId": f"{span_id + 1:016x}",
+        "parentSpanId": "" if parent is None else f"{parent + 1:016x}",
+        "name": name,
+        "startTimeUnixNano": str(1_000 + span_id),
+        "endTimeUnixNano": str(2_000 + span_id),
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()],
+    }
+
+
+def chain_file(tmp_path: Path, count: int, cycle: bool) -> Path:
+    """An agent span and ``count`` model spans, each the parent of the next, or all in a cycle."""
+    model = {"gen_ai.operation.name": "chat"}
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher"}
+    spans = [_span(0, None, "invoke_agent researcher", agent)]
+    for i in range(1, count + 1):
+        parent = (i % count) + 1 if cycle else i - 1
+        spans.append(_span(i, parent, "chat m", model))
+    message = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+    path = tmp_path / ("cycle.jsonl" if cycle else "chain.jsonl")
+    path.write_bytes(orjson.dumps(message) + b"\n")
+    return path
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("cycle", [True, False], ids=["cycle", "deep-chain"])
+def test_a_cyclic_or_deep_parent_chain_replays_in_one_pass(
+    cycle: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """20,000 model spans in a parent cycle or a 20,000-deep chain: every span counted, in time.
+
+    A model span inside another is the same call: the chain is one model call in
+    the agent's run; the cycle has no outermost model span, so no call and no run.
+    """
+    # Before the fix each span walked up to 10,000 hops anew (minutes for the cycle), and
+    # spans deeper than 10,000 fell out of their agent's run into a second one.
+    path = chain_file(tmp_path, 20_000, cycle)
+    code, report, err = run_cli([str(path)], capsys)
+    assert (code, err) == (0, "")
+    assert report["summary"]["spans"] == 20_001
+    assert len(report["runs"]) == (0 if cycle else 1)
+
+
+# -- --out over an input -----------------------------------------------------------------
+
+
+def test_out_over_its_own_input_is_refused_and_the_input_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`replay in.jsonl --out in.jsonl` exits 2 before writing: the input keeps every byte."""
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(LINES))
+    link = tmp_path / "link.jsonl"
+    os.link(source, link)
+    for out in (source, link, tmp_path / "." / "in.jsonl"):
+        assert main(["replay", str(source), "--out", str(out)]) == 2
+        assert f"--out {out} is the input {source}" in capsys.readouterr().err
+    assert source.read_bytes() == b"".join(LINES)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("where", ["out.jsonl", "sub/out.jsonl"])
+def test_out_inside_the_input_folder_is_refused_before_writing(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An --out in the folder being replayed (or below it) exits 2 and creates nothing."""
+    folder = tmp_path / "traces"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "spans.jsonl").write_bytes(b"".join(LINES))
+    out = folder / where
+    assert main(["replay", str(folder), "--out", str(out)]) == 2
+    assert f"--out {out} is inside the input directory {folder}" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_writer_replaces_its_target_only_once_complete(tmp_path: Path) -> None:
+    """The library writer given its own input as target: every span is written, none lost."""
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(LINES))
+    replayer = Replayer()
+    result = replayer.analyse([str(source)])
+    written = replayer.write_json_lines(result, [str(source)], str(source))
+    assert written == result.spans == SPANS_IN_DATASET
+    assert spans_in_lines(source.read_bytes()) == SPANS_IN_DATASET
+    assert b"stall.signature" in source.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]  # no temporary left
+
+
+class Bounded(io.FileIO):
+    """A real file that refuses to grow past 16 MiB: a writer that reads its own output stops."""
+
+    def write(self, data: Any) -> int:
+        if self.tell() + len(data) > 16 * MIB:
+            raise OSError("the output grew past 16 MiB: it is reading itself")
+        return super().write(data)
+
+
+@pytest.mark.parametrize("existed", [False, True], ids=["new", "already-an-input"])
+def test_the_writer_never_reads_what_it_writes(existed: bool, tmp_path: Path) -> None:
+    """Writing into the replayed folder: the output file is never read back as input."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "spans.jsonl").write_bytes(b"".join(LINES))
+    out_path = folder / "zz-out.jsonl"  # listed after the input: read after spans were written
+    if existed:
+        out_path.write_bytes(b"")
+    replayer = Replayer()
+    result = replayer.analyse([str(folder)])
+    with Bounded(out_path, "w") as out:
+        written = replayer.write_json_lines(result, [str(folder)], out)
+    assert written == result.spans == SPANS_IN_DATASET
+    assert spans_in_lines(out_path.read_bytes()) == SPANS_IN_DATASET
+    messages = [e.message for e in result.errors]
+    assert messages == (["not read again: it is the file the output is being written to"] * existed)
