@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from otel_stall.conventions import Conventions
 from otel_stall.core.config import ConfigError
 from otel_stall.core.errors import InputError
+from otel_stall.core.files import replacing_text
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport, Verdict
 from otel_stall.offline.readers import DEFAULT_MAX_MESSAGE, FORMATS_READ, MAX_MESSAGE, STDIN
@@ -367,7 +368,7 @@ def _render(result: ReplayResult, args: argparse.Namespace, stdout: IO[str]) -> 
         _write_report(result, fmt, _report_options(args), stdout)
         return
     try:
-        with open(path, "w", encoding="utf-8") as out:
+        with replacing_text(path) as out:  # the old report stays if writing fails
             _write_report(result, fmt, _report_options(args), out)
     except OSError as exc:
         raise UsageError(f"--report {path}: {exc.strerror or exc}") from None

@@ -389,3 +389,64 @@ def test_the_writer_never_reads_what_it_writes(existed: bool, tmp_path: Path) ->
     assert spans_in_lines(out_path.read_bytes()) == SPANS_IN_DATASET
     messages = [e.message for e in result.errors]
     assert messages == (["not read again: it is the file the output is being written to"] * existed)
+
+
+# -- a full disk (issue 27) ----------------------------------------------------------------
+
+_FILE_SIZE_LIMITED = """
+import resource, subprocess, sys
+limit = int(sys.argv[1])
+def cap_file_size():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+proc = subprocess.run(sys.argv[2:], capture_output=True, preexec_fn=cap_file_size)
+sys.stdout.write(f"{proc.returncode}\\n{proc.stderr.decode()}")
+"""
+
+
+def replay_file_size_limited(args: list[str], limit: int) -> tuple[int, str]:
+    """``otel-stall replay ARGS`` in a child whose files cannot grow past ``limit`` bytes.
+
+    A write past the limit fails with EFBIG, as on a full disk (Python ignores SIGXFSZ).
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "otel_stall", "replay", *args]
+    proc = subprocess.run(
+        [sys.executable, "-c", _FILE_SIZE_LIMITED, str(limit), *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    code, _, err = proc.stdout.partition("\n")
+    return int(code), err
+
+
+@pytest.mark.parametrize(
+    ("flag", "name"),
+    [
+        ("-o", "report.json"),
+        ("-o", "report.md"),
+        ("-o", "report.html"),
+        ("-o", "report.txt"),
+        ("--out", "out.jsonl"),
+    ],
+)
+def test_a_full_disk_keeps_the_previous_file_and_exits_2(
+    flag: str, name: str, tmp_path: Path
+) -> None:
+    """A write cut short by a file-size limit leaves the old file whole; exit 2 names the flag."""
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(LINES))
+    target = tmp_path / name
+    old = b'{"the": "previous report"}\n'
+    target.write_bytes(old)
+    code, err = replay_file_size_limited(
+        [str(source), flag, str(target), "--all", "--fail-on", "break"], limit=2048
+    )
+    assert code == 2, err
+    assert "Traceback" not in err
+    long_flag = "--report" if flag == "-o" else flag
+    assert f"otel-stall: {long_flag} {target}: File too large" in err
+    assert target.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["in.jsonl", name])

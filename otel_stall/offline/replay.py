@@ -25,7 +25,6 @@ import contextlib
 import gc
 import io
 import os
-import secrets
 import shutil
 import sys
 import tempfile
@@ -41,6 +40,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from otel_stall.conventions import Conventions
 from otel_stall.core.detector import detect
 from otel_stall.core.errors import InputError
+from otel_stall.core.files import replacing
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport, Verdict
 from otel_stall.offline.analysis import SessionRuns, TraceResult
@@ -376,7 +376,7 @@ class Replayer:
         """
         if not isinstance(out, str | os.PathLike):
             return self._write_lines(result, paths, out, redact, labels)
-        with _replacing(os.fspath(out)) as stream:
+        with replacing(out) as stream:
             return self._write_lines(result, paths, stream, redact, labels)
 
     def _write_lines(
@@ -454,44 +454,6 @@ def _identity(file: IO[bytes] | str | None) -> tuple[int, int] | None:
     except (OSError, ValueError, io.UnsupportedOperation):
         return None
     return info.st_dev, info.st_ino
-
-
-@contextlib.contextmanager
-def _replacing(path: str) -> Iterator[IO[bytes]]:
-    """A hidden temporary file beside ``path`` that is renamed over it on success.
-
-    Hidden, so that a directory replay never lists it; removed if writing
-    fails. A path that exists and is not a regular file (``/dev/stdout``, a
-    FIFO) is written directly, since it cannot be replaced.
-    """
-    target = os.path.realpath(path)
-    if os.path.exists(target) and not os.path.isfile(target):
-        with open(target, "wb") as direct:
-            yield direct
-        return
-    directory, name = os.path.split(target)
-    fd, temporary = _create_hidden(directory, name)
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            yield stream
-        if os.path.exists(target):
-            shutil.copymode(target, temporary)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-
-
-def _create_hidden(directory: str, name: str) -> tuple[int, str]:
-    """Create ``.NAME.RANDOM.tmp`` in ``directory`` with the usual permissions (umask applies)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    while True:
-        temporary = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
-        try:
-            return os.open(temporary, flags, 0o666), temporary
-        except FileExistsError:
-            continue
 
 
 def _ignore(error: DecodeError) -> None:
