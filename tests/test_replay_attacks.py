@@ -14,8 +14,11 @@ import gzip
 import io
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
+import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +29,7 @@ import pytest
 import zstandard
 
 from otel_stall.cli import main
+from otel_stall.offline.inputs import InputChanged, open_input
 from otel_stall.offline.replay import Replayer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -450,3 +454,134 @@ def test_a_full_disk_keeps_the_previous_file_and_exits_2(
     assert f"otel-stall: {long_flag} {target}: File too large" in err
     assert target.read_bytes() == old
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["in.jsonl", name])
+
+
+# -- inputs that change or block (issue 27) ------------------------------------------------
+
+
+def copies(start: int, count: int) -> bytes:
+    """``count`` copies of the dataset, each with its own trace ids (numbered from ``start``)."""
+    text = b"".join(LINES)
+    return b"".join(
+        re.sub(rb'"traceId":"....', b'"traceId":"%04x' % n, text)
+        for n in range(start, start + count)
+    )
+
+
+def out_counts(path: Path) -> tuple[int, int]:
+    """Spans in an ``--out`` file, and how many of them carry ``stall.signature`` (tool spans)."""
+    spans = signed = 0
+    for line in path.read_bytes().splitlines():
+        for rs in orjson.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    spans += 1
+                    signed += any(a["key"] == "stall.signature" for a in span["attributes"])
+    return spans, signed
+
+
+@pytest.mark.timeout(120)
+def test_an_input_growing_while_replayed_gives_one_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A capture appended to during `replay --out`: the report and --out hold the same spans.
+
+    The attack of issue 27: the report read 33,220 spans and --out held 39,600, with 2,900 tool
+    spans lacking stall.* and nothing on stderr. Both passes now read the file as first opened.
+    """
+    source = tmp_path / "live.jsonl"
+    source.write_bytes(copies(0, 100))
+    out = tmp_path / "out.jsonl"
+    stop = threading.Event()
+
+    def appending() -> None:
+        fd = os.open(source, os.O_WRONLY | os.O_APPEND)
+        n = 100
+        try:
+            while not stop.is_set():
+                os.write(fd, copies(n, 1))
+                n += 1
+                time.sleep(0.001)
+        finally:
+            os.close(fd)
+
+    writer = threading.Thread(target=appending)
+    writer.start()
+    try:
+        main(["replay", str(source), "--out", str(out), "--format", "json"])
+    finally:
+        stop.set()
+        writer.join()
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    spans, signed = out_counts(out)
+    assert spans == report["summary"]["spans"] == report["summary"]["written"]
+    assert signed == report["summary"]["recognised"]["tool_calls"]
+    assert f"otel-stall: {source}: grew by " in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_growth_between_the_passes_is_left_out_of_both(tmp_path: Path) -> None:
+    """Spans appended after pass one are in neither the report nor --out; a note says so."""
+    source = tmp_path / "live.jsonl"
+    source.write_bytes(copies(0, 2))
+    replayer = Replayer()
+    result = replayer.analyse([str(source)])
+    with source.open("ab") as f:
+        f.write(copies(2, 3))
+    written = replayer.write_json_lines(result, [str(source)], str(tmp_path / "out.jsonl"))
+    assert written == result.spans == 2 * SPANS_IN_DATASET
+    (note,) = result.skipped
+    assert str(note).startswith(f"{source}: grew by {len(copies(2, 3)):,} bytes while replayed")
+
+
+@pytest.mark.parametrize("change", ["replaced", "rewritten", "shrunk"])
+def test_an_input_changed_between_the_passes_fails_and_writes_nothing(
+    change: str, tmp_path: Path
+) -> None:
+    """A file replaced or rewritten after pass one: --out fails naming it and writes nothing."""
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(copies(0, 2))
+    replayer = Replayer()
+    result = replayer.analyse([str(source)])
+    if change == "replaced":
+        other = tmp_path / "other.jsonl"
+        other.write_bytes(copies(5, 2))
+        os.replace(other, source)
+    elif change == "rewritten":
+        source.write_bytes(copies(5, 2))
+        os.utime(source, ns=(1, 1))
+    else:
+        source.write_bytes(copies(5, 1))
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(InputChanged) as raised:
+        replayer.write_json_lines(result, [str(source)], str(out))
+    assert str(raised.value.error).startswith(f"{source}: ")
+    assert "since replay read it" in str(raised.value)
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_in_an_input_folder_is_skipped_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO among the files of an input folder is skipped, not opened: the replay ends."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "spans.jsonl").write_bytes(b"".join(LINES))
+    fifo = folder / "pipe.jsonl"
+    os.mkfifo(fifo)
+    code, report, err = run_cli([str(folder), "--fail-on", "break"], capsys)
+    assert report["summary"]["spans"] == SPANS_IN_DATASET
+    assert f"otel-stall: {fifo}: not a regular file; skipped" in err
+    assert code == 1
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_swapped_in_after_the_listing_is_refused_without_blocking(tmp_path: Path) -> None:
+    """Opening an input never blocks: a FIFO where a file was listed is an error at once."""
+    fifo = tmp_path / "spans.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        open_input(str(fifo))

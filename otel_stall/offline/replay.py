@@ -50,9 +50,11 @@ from otel_stall.offline.readers import (
     NOT_A_SPAN_FILE,
     STDIN,
     Format,
+    InputChanged,
+    Snapshot,
     Unit,
     expand_paths,
-    open_input,
+    open_snapshot,
     read_units,
 )
 from otel_stall.offline.send import OtlpSender
@@ -99,6 +101,10 @@ class ReplayResult:
     """Model calls recognised in all traces."""
     unrecognised: dict[str, int] = field(default_factory=dict)
     """Agent-like span names no convention reads, with how many spans had each."""
+    snapshots: dict[str, Snapshot] = field(default_factory=dict)
+    """Each file as pass one opened it: pass two reads the same bytes, or refuses (issue 27)."""
+    grown: set[str] = field(default_factory=set)
+    """Inputs that grew while replayed (noted once in ``skipped``: what came after is not read)."""
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -194,11 +200,11 @@ class Replayer:
         policy = self.policy
         intake = Intake(policy, self.conventions, errors)
         named = set(paths)
-        result.inputs = expand_paths(paths, errors)
+        result.inputs = expand_paths(paths, errors, result.skipped)
         for path in result.inputs:
             label = (labels or {}).get(path, _label(path))
             result.files += 1
-            for unit in self._units(path, label, errors):
+            for unit in self._units(path, label, errors, result):
                 result.formats.setdefault(label, unit.format)
                 if unit.format == Format.UNRECOGNISED:
                     # Named by the user, it is an error; found in a directory, a note.
@@ -235,17 +241,36 @@ class Replayer:
         result.reports.extend(report for _, report in sessions.finish(enrich=keep_enrichment))
         return result
 
-    def _units(self, path: str, label: str, errors: list[InputError]) -> Iterator[Unit]:
+    def _units(
+        self, path: str, label: str, errors: list[InputError], result: ReplayResult | None = None
+    ) -> Iterator[Unit]:
+        """The messages of one input, read to the file's snapshot.
+
+        The first read of a file takes its snapshot; a second (pass two) reads
+        that snapshot's bytes and raises ``InputChanged`` if it cannot.
+        """
+        expected = None if result is None else self._expected(result, path)
         try:
-            stream = open_input(path, self.progress)
+            stream, taken = open_snapshot(path, self.progress, expected)
+        except InputChanged:
+            raise
         except OSError as exc:
             errors.append(InputError(label, None, None, f"cannot read: {exc.strerror or exc}"))
             return
+        if result is not None and taken is not None and expected is None:
+            result.snapshots[path] = taken
         try:
             yield from read_units(label, stream, errors, max_message=self.max_message)
         finally:
             if path != STDIN:
                 stream.close()
+        if result is not None and taken is not None:
+            _note_growth(result, path, label, taken)
+
+    @staticmethod
+    def _expected(result: ReplayResult, path: str) -> Snapshot | None:
+        """In pass two, the snapshot pass one took of ``path``; None in pass one."""
+        return result.snapshots.get(path)
 
     # -- pass two ------------------------------------------------------------------
 
@@ -278,7 +303,7 @@ class Replayer:
         strip = self.conventions.content_keys if redact else frozenset()
         for path in self._second_pass_files(result, paths, writing, scratch):
             label = (labels or {}).get(path, _label(path))
-            for unit in self._units(path, label, scratch):
+            for unit in self._units(path, label, scratch, result):
                 if unit.proto is not None:
                     message = self._enriched_proto(result, unit.proto, strip)
                     if message is not None:
@@ -415,6 +440,8 @@ class Replayer:
                 # cannot be converted were reported by the first pass.
                 data = message if unit.proto is not None else traces_from_json(message, _ignore)
                 sender.add(data)
+        except InputChanged as changed:
+            result.errors.append(changed.error)
         finally:
             sender.close()
         result.exported = sender.sent
@@ -454,6 +481,23 @@ def _identity(file: IO[bytes] | str | None) -> tuple[int, int] | None:
     except (OSError, ValueError, io.UnsupportedOperation):
         return None
     return info.st_dev, info.st_ino
+
+
+def _note_growth(result: ReplayResult, path: str, label: str, taken: Snapshot) -> None:
+    """Note, once, that a file grew after replay opened it: the bytes after are not replayed."""
+    if label in result.grown:
+        return
+    try:
+        appended = os.stat(path).st_size - taken.size
+    except OSError:
+        return
+    if appended > 0:
+        result.grown.add(label)
+        message = (
+            f"grew by {appended:,} bytes while replayed; read as it was when opened "
+            f"({taken.size:,} bytes), the rest"
+        )
+        result.skipped.append(InputError(label, None, None, message))
 
 
 def _ignore(error: DecodeError) -> None:
