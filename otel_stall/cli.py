@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from otel_stall.conventions import Conventions
 from otel_stall.core.config import ConfigError
 from otel_stall.core.errors import InputError
+from otel_stall.core.escape import printable
 from otel_stall.core.files import replacing_text
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport, Verdict
@@ -268,9 +269,9 @@ def _print_errors(
 ) -> None:
     """Input errors, then files skipped in directories (not errors: the exit code ignores them)."""
     for error in errors:
-        print(f"otel-stall: {error}", file=stderr)
+        print(f"otel-stall: {printable(error)}", file=stderr)
     for note in skipped:
-        print(f"otel-stall: {note}; skipped", file=stderr)
+        print(f"otel-stall: {printable(note)}; skipped", file=stderr)
 
 
 def _no_spans(result: ReplayResult, paths: Sequence[str], stderr: IO[str]) -> bool:
@@ -563,7 +564,8 @@ def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         }
         stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        stdout.write(f"conclusion: {comparison.conclusion.value}\n{comparison.explanation}\n")
+        explanation = printable(comparison.explanation)
+        stdout.write(f"conclusion: {comparison.conclusion.value}\n{explanation}\n")
         for name, wasted in (("A", comparison.wasted_a), ("B", comparison.wasted_b)):
             if wasted is not None:
                 tokens = "not captured" if wasted.tokens is None else wasted.tokens
@@ -574,7 +576,8 @@ def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         for name, sigs in sections:
             for s in sigs:
                 stdout.write(
-                    f"  {name:7} {s.tool:20} {s.signature[:16]}  A x{s.count_a}  B x{s.count_b}\n"
+                    f"  {name:7} {printable(s.tool):20} {s.signature[:16]}"
+                    f"  A x{s.count_a}  B x{s.count_b}\n"
                 )
     return EXIT_OK if comparison.conclusion is Conclusion.NO_LOOP else EXIT_STALL
 
@@ -669,7 +672,7 @@ class _Narrator:
 
     def step(self, step: Any) -> None:
         self.arguments[step.tool] = json.dumps(step.arguments)
-        call = f"  round {step.round:<3} {step.tool} {json.dumps(step.arguments)}"
+        call = f"  round {step.round:<3} {printable(step.tool)} {json.dumps(step.arguments)}"
         if step.refusal is None:
             self.out.write(f"{call}: ran\n")
         elif step.refusal.message in self.told:
@@ -677,12 +680,12 @@ class _Narrator:
         else:
             self.told.add(step.refusal.message)
             self.out.write(f"{call}: refused by the gate; the model is told:\n")
-            self.out.write(f"      {step.refusal.message}\n")
+            self.out.write(f"      {printable(step.refusal.message)}\n")
 
     def stopped(self, stalled: Any) -> None:
         self.out.write(
             f"  stopped: the run reached {stalled.report.verdict.value}; the model is told:\n"
-            f"      {stalled}\n"
+            f"      {printable(stalled)}\n"
         )
 
 
@@ -757,7 +760,7 @@ def cmd_explain(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         if args.format == "json":
             stdout.write(json.dumps(asdict(explanation)) + "\n")
         else:
-            stdout.write("\n".join(explanation.lines()) + "\n")
+            stdout.write("\n".join(map(printable, explanation.lines())) + "\n")
     _print_errors(errors, stderr)
     if args.span and not found:
         raise UsageError(f"span {args.span} not found")
