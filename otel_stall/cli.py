@@ -30,6 +30,7 @@ from otel_stall.core.escape import printable
 from otel_stall.core.files import replacing_text
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport, Verdict
+from otel_stall.offline.deadline import export_deadline
 from otel_stall.offline.readers import DEFAULT_MAX_MESSAGE, FORMATS_READ, MAX_MESSAGE, STDIN
 from otel_stall.offline.replay import STDIN_LABEL, Replayer, ReplayResult, spooled_stdin
 
@@ -233,6 +234,13 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         "--export-otlp",
         metavar="URL",
         help="send every span, enriched: gRPC, or HTTP/protobuf for http(s)://.../v1/traces",
+    )
+    parser.add_argument(
+        "--export-deadline",
+        type=export_deadline,
+        metavar="SECONDS",
+        help="give --export-otlp this long in all, retries included (default: "
+        "$OTEL_STALL_EXPORT_DEADLINE, else 600)",
     )
     parser.add_argument(
         "--redact",
@@ -450,7 +458,12 @@ def cmd_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
             with _progress(paths, "exporting") as progress:
                 replayer.progress = progress
                 sender = replayer.export(
-                    result, paths, args.export_otlp, redact=args.redact, labels=labels
+                    result,
+                    paths,
+                    args.export_otlp,
+                    redact=args.redact,
+                    labels=labels,
+                    deadline=args.export_deadline,
                 )
             for message in sender.errors:
                 print(f"otel-stall: export: {message}", file=stderr)

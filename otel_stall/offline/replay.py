@@ -44,6 +44,7 @@ from otel_stall.core.files import replacing
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport, Verdict
 from otel_stall.offline.analysis import SessionRuns, TraceResult
+from otel_stall.offline.deadline import DEADLINE_ENV, deadline_from_env
 from otel_stall.offline.intake import Intake
 from otel_stall.offline.readers import (
     DEFAULT_MAX_MESSAGE,
@@ -431,15 +432,30 @@ class Replayer:
         *,
         redact: bool = False,
         labels: dict[str, str] | None = None,
+        deadline: float | None = None,
     ) -> OtlpSender:
-        """Send every span, enriched, to an OTLP endpoint; returns the sender's tallies."""
-        sender = OtlpSender(url)
+        """Send every span, enriched, to an OTLP endpoint; returns the sender's tallies.
+
+        ``deadline`` bounds the whole export in seconds (default: ``OTEL_STALL_EXPORT_DEADLINE``,
+        else 600); once the sender gives up on the endpoint, the rest is counted as not sent.
+        """
+        if deadline is None:
+            try:
+                deadline = deadline_from_env()
+            except ValueError as exc:
+                result.errors.append(InputError(DEADLINE_ENV, None, None, f"{exc}; not exported"))
+                return OtlpSender(url, deadline=0.0)
+        sender = OtlpSender(url, deadline=deadline)
         try:
             for unit, message in self.enriched(result, paths, redact=redact, labels=labels):
                 # JSON is already enriched (and redacted) as a dict; spans that
                 # cannot be converted were reported by the first pass.
                 data = message if unit.proto is not None else traces_from_json(message, _ignore)
                 sender.add(data)
+                if sender.gave_up is not None:  # the rest would not be sent: do not read it
+                    sender.flush()  # what is queued is counted as not sent
+                    sender.not_sent(max(0, result.spans - sender.sent - sender.failed))
+                    break
         except InputChanged as changed:
             result.errors.append(changed.error)
         finally:
