@@ -585,3 +585,79 @@ def test_a_fifo_swapped_in_after_the_listing_is_refused_without_blocking(tmp_pat
     os.mkfifo(fifo)
     with pytest.raises(OSError, match="not a regular file"):
         open_input(str(fifo))
+
+
+# -- bad configuration files (issue 27) ----------------------------------------------------
+
+DEEP = 50_000
+BAD_FILES: dict[str, tuple[str, bytes, str]] = {
+    "conventions-bad-utf8": (
+        "--conventions",
+        b'[[convention]]\nname = "caf\xe9"\n',
+        "(file): not UTF-8 text (byte 26). Fix: save the file as UTF-8",
+    ),
+    "conventions-deep-toml": (
+        "--conventions",
+        b"x = " + b"[" * DEEP + b"]" * DEEP + b"\n",
+        "(syntax): nested too deeply to read",
+    ),
+    "config-deep-toml": (
+        "--config",
+        b"x = " + b"[" * DEEP + b"]" * DEEP + b"\n",
+        "nested too deeply to read as TOML",
+    ),
+    "config-deep-json": (
+        "--config",
+        b'{"x": ' + b"[" * DEEP + b"]" * DEEP + b"}",
+        "nested too deeply to read as JSON",
+    ),
+    "config-bad-utf8": (
+        "--config",
+        b"warn_at = 3\n# caf\xe9\n",
+        "not UTF-8 text (byte 17); save the file as UTF-8",
+    ),
+    "config-string-list": (
+        "--config",
+        b'exempt_tools = "abc"\n',
+        "exempt_tools: expected a list of tool names, got 'abc'; "
+        'write it as exempt_tools = ["name", "glob*"]',
+    ),
+    "config-policy-not-a-table": ("--config", b"policy = 3\n", "policy: must be a table"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_FILES)
+def test_a_bad_settings_file_is_exit_2_naming_the_file_and_the_fix(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad UTF-8, 50,000-deep TOML or JSON, a string for a list: exit 2 and one message line.
+
+    The attack of issue 27: exit 1 with a UnicodeDecodeError or RecursionError traceback, or
+    ``exempt_tools = "abc"`` taken without a word.
+    """
+    flag, content, expected = BAD_FILES[case]
+    path = tmp_path / ("settings.json" if case.endswith("json") else "settings.toml")
+    path.write_bytes(content)
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(LINES))
+    code = main(["replay", str(source), flag, str(path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "Traceback" not in err
+    assert str(path) in err
+    assert expected in err
+
+
+def test_serve_names_a_deep_conventions_file(tmp_path: Path) -> None:
+    """`serve --conventions deep.toml` exits 2 with a message naming the file, not the parser's."""
+    path = tmp_path / "deep.toml"
+    path.write_bytes(b"x = " + b"[" * DEEP + b"]" * DEEP + b"\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "otel_stall", "serve", "--grpc", "127.0.0.1:0", "--http", "off",
+         "--metrics", "off", "--conventions", str(path)],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert f"{path}: (syntax): nested too deeply to read" in proc.stderr
+    assert "Traceback" not in proc.stderr

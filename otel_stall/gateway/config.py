@@ -89,6 +89,11 @@ def _read_token(path: str) -> str:
             return file.read().strip()
     except OSError as exc:
         raise ConfigError(f"bearer_token_file: cannot read {path!r}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:  # issue 27: a traceback before
+        raise ConfigError(
+            f"bearer_token_file: {path!r} is not UTF-8 text (byte {exc.start}); "
+            "write the token in it as plain text"
+        ) from None
 
 
 @dataclass(frozen=True)
