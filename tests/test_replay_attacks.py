@@ -661,3 +661,44 @@ def test_serve_names_a_deep_conventions_file(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert f"{path}: (syntax): nested too deeply to read" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# -- Ctrl-C while starting (issue 27) ------------------------------------------------------
+
+_INTERRUPT_AT = """
+import os, signal, sys
+event, name = sys.argv[1], sys.argv[2]
+def interrupt(seen, args):
+    if seen == event and (not name or args[0] == name):
+        os.kill(os.getpid(), signal.SIGINT)
+sys.addaudithook(interrupt)
+sys.argv = ["otel-stall", *sys.argv[3:]]
+import runpy
+runpy.run_module("otel_stall", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize(
+    ("event", "name", "args"),
+    [
+        ("import", "otel_stall.cli", ["replay", str(GOLDEN / "otlp.jsonl")]),
+        ("socket.bind", "", ["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0",
+                             "--metrics", "127.0.0.1:0"]),
+    ],
+    ids=["loading", "serve-binding"],
+)  # fmt: skip
+def test_ctrl_c_while_starting_exits_130_without_a_traceback(
+    event: str, name: str, args: list[str]
+) -> None:
+    """A SIGINT while the command loads or the gateway binds its ports: exit 130, no traceback.
+
+    The signal is sent from an audit hook at the named event, so it lands there every time.
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_AT, event, name, *args],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "KeyboardInterrupt" not in proc.stderr
