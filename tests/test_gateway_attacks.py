@@ -398,12 +398,18 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return cert, key
 
 
-def otlp_post(host: str, port: int, body: bytes, context: ssl.SSLContext | None = None) -> int:
+def otlp_post(
+    host: str,
+    port: int,
+    body: bytes,
+    context: ssl.SSLContext | None = None,
+    timeout: float = 60,
+) -> int:
     conn: http.client.HTTPConnection
     if context is None:
-        conn = http.client.HTTPConnection(host, port, timeout=60)
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
     else:
-        conn = http.client.HTTPSConnection(host, port, timeout=60, context=context)
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
     try:
         conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
         response = conn.getresponse()
@@ -757,14 +763,7 @@ def get(port: int, path: str) -> int:
 
 def post(port: int, body: bytes) -> int:
     """An OTLP/HTTP export with the exporters' default timeout: the status."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=EXPORT_TIMEOUT)
-    try:
-        conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
-        response = conn.getresponse()
-        response.read()
-        return response.status
-    finally:
-        conn.close()
+    return otlp_post("127.0.0.1", port, body, timeout=EXPORT_TIMEOUT)
 
 
 @pytest.mark.timeout(120)
