@@ -788,6 +788,11 @@ def test_slow_bodies_starve_neither_ingestion_nor_the_health_probe(sink: OtlpSin
             assert ingest.cut >= SLOW_CONNECTIONS
         assert wait_until(lambda: sink.count == 9)
         assert gateway.http.stats.timed_out >= SLOW_CONNECTIONS
+        with socket.create_connection(("127.0.0.1", gateway.http.port), timeout=30) as late:
+            late.sendall(Trickle.HEAD + b"\x0a")
+            answer = late.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 408")
+        assert b"OTEL_STALL_GATEWAY_MIN_BODY_RATE" in answer
 
 
 def test_a_body_that_keeps_the_rate_is_read_whole(sink: OtlpSink) -> None:

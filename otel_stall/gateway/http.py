@@ -93,6 +93,13 @@ _BUSY: Final = (
 )
 
 
+_SLOW_BODY: Final = (
+    b"request body too slow: it must arrive at min_body_rate bytes a second after body_grace "
+    b"seconds, within body_timeout (OTEL_STALL_GATEWAY_MIN_BODY_RATE, _BODY_GRACE, "
+    b"_BODY_TIMEOUT)\n"
+)
+
+
 class AsyncHttpServer:
     """One listener: bound at construction (so a taken port fails at once), served in a thread."""
 
@@ -251,7 +258,11 @@ class AsyncHttpServer:
         # A few bodies at a time: memory is this many request limits, whatever the clients do.
         await asyncio.wait_for(self._body_slots.acquire(), self._body_timeout)
         try:
-            body = await self._body(conn, reader, self._max_body, pace)
+            try:
+                body = await self._body(conn, reader, self._max_body, pace)
+            except (asyncio.TimeoutError, TimeoutError):
+                self.stats.timed_out += 1
+                return Reply(408, _SLOW_BODY, close=True)
             if body is None:
                 return Reply(413, b"request body over the limit\n", close=True)
             request = Request(method, path, headers, body)
