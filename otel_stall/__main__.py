@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from otel_stall.cli import main
+from otel_stall._entry import main
 
 raise SystemExit(main())

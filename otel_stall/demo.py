@@ -25,6 +25,7 @@ from typing import IO, Any, Final
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
+from otel_stall.core.escape import printable
 from otel_stall.core.records import Finding
 from otel_stall.live.guard import Refusal, StallDetected, StallGuard
 from otel_stall.semconv import StallAttributes
@@ -228,7 +229,7 @@ class _Narrator:
 
     def step(self, step: Step) -> None:
         self.arguments[step.tool] = json.dumps(step.arguments)
-        call = f"  round {step.round:<3} {step.tool} {json.dumps(step.arguments)}"
+        call = f"  round {step.round:<3} {printable(step.tool)} {json.dumps(step.arguments)}"
         if step.refusal is None:
             self.out.write(f"{call}: ran\n")
         elif step.refusal.message in self.told:
@@ -236,12 +237,12 @@ class _Narrator:
         else:
             self.told.add(step.refusal.message)
             self.out.write(f"{call}: refused by the gate; the model is told:\n")
-            self.out.write(f"      {step.refusal.message}\n")
+            self.out.write(f"      {printable(step.refusal.message)}\n")
 
     def stopped(self, stalled: StallDetected) -> None:
         self.out.write(
             f"  stopped: the run reached {stalled.report.verdict.value}; the model is told:\n"
-            f"      {stalled}\n"
+            f"      {printable(str(stalled))}\n"
         )
 
 

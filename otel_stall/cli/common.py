@@ -8,8 +8,6 @@ are used, so building the parser (``--version``, ``--help``) stays cheap.
 from __future__ import annotations
 
 import argparse
-import importlib
-import json
 import re
 from collections.abc import Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any, Final
@@ -47,43 +45,14 @@ class UsageError(Exception):
 # -- policy -------------------------------------------------------------------------
 
 
-def _toml_module() -> Any:
-    """The standard library's ``tomllib`` (3.11+), else its backport ``tomli``."""
-    for name in ("tomllib", "tomli"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    return None
-
-
 def load_config(path: str) -> dict[str, Any]:
     """Read StallPolicy settings from a TOML or JSON file (a ``[policy]`` table is optional)."""
+    from otel_stall.core.config import ConfigError, read_policy_file
+
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise UsageError(f"--config {path}: cannot read ({exc.strerror or exc})") from None
-    obj: Any
-    if path.endswith(".json") or data.lstrip()[:1] == b"{":
-        try:
-            obj = json.loads(data)
-        except ValueError as exc:
-            raise UsageError(f"--config {path}: invalid JSON ({exc})") from None
-    else:
-        tomllib = _toml_module()
-        if tomllib is None:
-            raise UsageError(f"--config {path}: TOML needs tomli on Python 3.10; use JSON")
-        try:
-            obj = tomllib.loads(data.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise UsageError(f"--config {path}: invalid TOML ({exc})") from None
-    if not isinstance(obj, dict):
-        raise UsageError(f"--config {path}: expected a table/object of policy settings")
-    section = obj.get("policy", obj)
-    if not isinstance(section, dict):
-        raise UsageError(f"--config {path}: [policy] must be a table")
-    return dict(section)
+        return read_policy_file(path)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def policy_from_args(args: argparse.Namespace) -> StallPolicy:
@@ -203,10 +172,12 @@ def print_errors(
     errors: Sequence[InputError], stderr: IO[str], skipped: Sequence[InputError] = ()
 ) -> None:
     """Input errors, then files skipped in directories (not errors: the exit code ignores them)."""
+    from otel_stall.core.escape import printable
+
     for error in errors:
-        print(f"otel-stall: {error}", file=stderr)
+        print(f"otel-stall: {printable(str(error))}", file=stderr)
     for note in skipped:
-        print(f"otel-stall: {note}; skipped", file=stderr)
+        print(f"otel-stall: {printable(str(note))}; skipped", file=stderr)
 
 
 def no_spans(result: ReplayResult, paths: Sequence[str], stderr: IO[str]) -> bool:

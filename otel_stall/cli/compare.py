@@ -22,6 +22,7 @@ from otel_stall.cli.common import (
     policy_from_args,
     print_errors,
 )
+from otel_stall.core.escape import printable
 
 if TYPE_CHECKING:
     from otel_stall.conventions import Conventions
@@ -129,7 +130,8 @@ def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         }
         stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        stdout.write(f"conclusion: {comparison.conclusion.value}\n{comparison.explanation}\n")
+        explanation = printable(comparison.explanation)
+        stdout.write(f"conclusion: {comparison.conclusion.value}\n{explanation}\n")
         for name, wasted in (("A", comparison.wasted_a), ("B", comparison.wasted_b)):
             if wasted is not None:
                 tokens = "not captured" if wasted.tokens is None else wasted.tokens
@@ -140,6 +142,7 @@ def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         for name, sigs in sections:
             for s in sigs:
                 stdout.write(
-                    f"  {name:7} {s.tool:20} {s.signature[:16]}  A x{s.count_a}  B x{s.count_b}\n"
+                    f"  {name:7} {printable(s.tool):20} {s.signature[:16]}"
+                    f"  A x{s.count_a}  B x{s.count_b}\n"
                 )
     return EXIT_OK if comparison.conclusion is Conclusion.NO_LOOP else EXIT_STALL

@@ -14,6 +14,7 @@ from otel_stall.cli.common import (
     conventions_from_args,
     print_errors,
 )
+from otel_stall.core.escape import printable
 
 if TYPE_CHECKING:
     from otel_stall.core.errors import InputError
@@ -43,7 +44,7 @@ def cmd_explain(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         if args.format == "json":
             stdout.write(json.dumps(asdict(explanation)) + "\n")
         else:
-            stdout.write("\n".join(explanation.lines()) + "\n")
+            stdout.write("\n".join(map(printable, explanation.lines())) + "\n")
     print_errors(errors, stderr)
     if args.span and not found:
         raise UsageError(f"span {args.span} not found")

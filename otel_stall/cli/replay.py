@@ -85,6 +85,8 @@ def _progress(paths: Sequence[str], label: str) -> Iterator[Callable[[int], None
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``otel-stall replay``."""
+    from otel_stall.offline.deadline import export_deadline
+
     parser.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, or - (stdin)")
     add_report_arguments(parser)
     add_policy_arguments(parser)
@@ -99,6 +101,13 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         "--export-otlp",
         metavar="URL",
         help="send every span, enriched: gRPC, or HTTP/protobuf for http(s)://.../v1/traces",
+    )
+    parser.add_argument(
+        "--export-deadline",
+        type=export_deadline,
+        metavar="SECONDS",
+        help="give --export-otlp this long in all, retries included (default: "
+        "$OTEL_STALL_EXPORT_DEADLINE, else 600)",
     )
     parser.add_argument(
         "--redact",
@@ -180,7 +189,12 @@ def cmd_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
             with _progress(paths, "exporting") as progress:
                 replayer.progress = progress
                 sender = replayer.export(
-                    result, paths, args.export_otlp, redact=args.redact, labels=labels
+                    result,
+                    paths,
+                    args.export_otlp,
+                    redact=args.redact,
+                    labels=labels,
+                    deadline=args.export_deadline,
                 )
             for message in sender.errors:
                 print(f"otel-stall: export: {message}", file=stderr)

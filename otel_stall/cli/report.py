@@ -67,8 +67,10 @@ def render(result: ReplayResult, args: argparse.Namespace, stdout: IO[str]) -> N
     if path is None:
         _write_report(result, fmt, _report_options(args), stdout)
         return
+    from otel_stall.core.files import replacing_text
+
     try:
-        with open(path, "w", encoding="utf-8") as out:
+        with replacing_text(path) as out:  # the old report stays if writing fails
             _write_report(result, fmt, _report_options(args), out)
     except OSError as exc:
         raise UsageError(f"--report {path}: {exc.strerror or exc}") from None

@@ -74,12 +74,18 @@ def load_conventions(path: str | Path) -> tuple[SpanConvention, ...]:
         raise MappingError(
             where, "(file)", f"cannot be read ({exc.strerror})", "name a readable TOML file"
         ) from None
+    except UnicodeDecodeError as exc:  # issue 27: a traceback before
+        fix = "save the file as UTF-8"
+        raise MappingError(where, "(file)", f"not UTF-8 text (byte {exc.start})", fix) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise MappingError(
             where, "(syntax)", f"not TOML ({exc})", "correct the TOML syntax"
         ) from None
+    except RecursionError:  # 50,000 levels of [[[...: a traceback before (issue 27)
+        fix = "a mapping needs a few levels of nesting at most"
+        raise MappingError(where, "(syntax)", "nested too deeply to read", fix) from None
     tables = data.get("convention")
     if not isinstance(tables, list) or not tables:
         raise MappingError(

@@ -7,6 +7,8 @@ setting, its variable and its error message live in one place.
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import json
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -106,3 +108,90 @@ def check(condition: bool, name: str, message: str) -> None:
     """Raise a :class:`ConfigError` that names the setting and how to fix it."""
     if not condition:
         raise ConfigError(f"{name}: {message}")
+
+
+# -- settings files ---------------------------------------------------------------------
+
+_TOML_HINT = "correct the TOML syntax"
+
+
+def read_settings_file(path: str, what: str, *, json_allowed: bool = True) -> dict[str, Any]:
+    """A TOML (or JSON) settings file as a table; :class:`ConfigError` naming the file otherwise.
+
+    ``what`` names the option (``--config``, ``--conventions``) in the message.
+    Every way a file can be bad ends here as a message with the fix, never a
+    traceback (issue 27): unreadable, not UTF-8 (with the byte offset), bad
+    syntax, nested too deep for the parser (50,000 levels of ``[[[...``), or not
+    a table at the top.
+    """
+    where = f"{what} {path}"
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as exc:
+        raise ConfigError(
+            f"{where}: cannot read ({exc.strerror or exc}); name a readable file"
+        ) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{where}: not UTF-8 text (byte {exc.start}); save the file as UTF-8"
+        ) from None
+    is_json = json_allowed and (path.endswith(".json") or text.lstrip()[:1] == "{")
+    kind = "JSON" if is_json else "TOML"
+    try:
+        obj = json.loads(text) if is_json else _toml().loads(text)
+    except RecursionError:
+        raise ConfigError(
+            f"{where}: nested too deeply to read as {kind}; settings need a few levels at most"
+        ) from None
+    except ValueError as exc:  # json.JSONDecodeError and tomllib.TOMLDecodeError are both
+        fix = "correct the JSON syntax" if is_json else _TOML_HINT
+        raise ConfigError(f"{where}: invalid {kind} ({exc}); {fix}") from None
+    if not isinstance(obj, dict):
+        raise ConfigError(
+            f"{where}: expected a table of settings at the top, not {kind} {type(obj).__name__}"
+        )
+    return obj
+
+
+def _toml() -> Any:
+    """The standard library's ``tomllib`` (3.11+), else its backport ``tomli``."""
+    for name in ("tomllib", "tomli"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ConfigError("TOML needs the tomli package on Python 3.10; use JSON, or pip install tomli")
+
+
+_NAME_LISTS = ("exempt_tools", "approval_tools")
+
+
+def read_policy_file(path: str, what: str = "--config") -> dict[str, Any]:
+    """``StallPolicy`` settings from a file: the top level, or its ``[policy]`` table.
+
+    Lists of tool names must be lists in a file (a string is the environment's
+    comma-separated form, and in a file it is a mistake: ``"abc"`` is no list).
+    """
+    obj = read_settings_file(path, what)
+    section = obj.get("policy", obj)
+    if not isinstance(section, dict):
+        raise ConfigError(f"{what} {path}: policy: must be a table ([policy])")
+    for key in _NAME_LISTS:
+        value = section.get(key)
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(v, str) for v in value)
+        ):
+            raise ConfigError(
+                f"{what} {path}: {key}: expected a list of tool names, got {value!r}; "
+                f'write it as {key} = ["name", "glob*"]'
+            )
+    thresholds = section.get("tool_thresholds")
+    if thresholds is not None and not isinstance(thresholds, dict):
+        raise ConfigError(
+            f"{what} {path}: tool_thresholds: expected a table, got {thresholds!r}; "
+            "write it as tool_thresholds = { search = [3, 5] }"
+        )
+    return dict(section)

@@ -89,6 +89,11 @@ def _read_token(path: str) -> str:
             return file.read().strip()
     except OSError as exc:
         raise ConfigError(f"bearer_token_file: cannot read {path!r}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:  # issue 27: a traceback before
+        raise ConfigError(
+            f"bearer_token_file: {path!r} is not UTF-8 text (byte {exc.start}); "
+            "write the token in it as plain text"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,16 @@ class GatewayConfig:
     """Longest wait for a TLS handshake, and then for a request's headers, on a connection."""
     body_timeout: float = env_field(60.0, "GATEWAY_BODY_TIMEOUT", parse_duration, "e.g. 60s")
     """Longest wait for a whole request body once its headers are in."""
+    min_body_rate: int = env_field(
+        16 << 10, "GATEWAY_MIN_BODY_RATE", parse_size, "bytes per second, e.g. 16KiB"
+    )
+    """Slowest a request body may arrive, in bytes a second, after ``body_grace``.
+
+    A body trickled slower is cut off (issue 27: slow bodies held every body slot). The
+    default, 16 KiB/s, lets a 4 MiB export take four minutes; ``body_timeout`` caps it first.
+    """
+    body_grace: float = env_field(2.0, "GATEWAY_BODY_GRACE", parse_duration, "e.g. 2s")
+    """Seconds a request body may take before ``min_body_rate`` applies."""
     flush_interval: float = env_field(0.1, "GATEWAY_FLUSH_INTERVAL", parse_float, "seconds")
     """How often held traces are checked against ``decision_wait``."""
 
@@ -182,6 +197,7 @@ class GatewayConfig:
         for name in (
             "max_traces", "max_spans", "max_bytes", "queue_spans", "queue_bytes", "batch_spans",
             "health_retries", "http_connections", "header_timeout", "body_timeout",
+            "min_body_rate", "body_grace",
         ):  # fmt: skip
             check(getattr(self, name) > 0, name, "must be above 0")
         check(self.upstream_max_bytes >= 1024, "upstream_max_bytes", "must be at least 1024")

@@ -6,7 +6,13 @@ it likes. Here one event loop holds all connections and:
 
 - the TLS handshake has a deadline (asyncio's ``ssl_handshake_timeout``);
 - so do a request's headers (and the wait for the next request on a kept-alive
-  connection), and its body;
+  connection), and its body, which must also keep up a minimum rate
+  (``min_body_rate`` bytes a second after ``body_grace`` seconds): a client
+  trickling a body a byte at a time holds a body slot for about ``body_grace``,
+  not ``body_timeout`` (issue 27: 20 such clients held every slot and starved
+  all OTLP/HTTP ingestion, and ``/healthz`` on the metrics port);
+- a request without a body (``GET /healthz``) takes no body slot, so slow
+  bodies cannot starve probes;
 - open connections are capped: past the cap a connection gets 503 and is closed;
 - at most a few bodies are read and handled at once (each up to the request
   limit), so memory is bounded by the cap on bodies, not by the clients;
@@ -27,6 +33,7 @@ import logging
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -86,6 +93,13 @@ _BUSY: Final = (
 )
 
 
+_SLOW_BODY: Final = (
+    b"request body too slow: it must arrive at min_body_rate bytes a second after body_grace "
+    b"seconds, within body_timeout (OTEL_STALL_GATEWAY_MIN_BODY_RATE, _BODY_GRACE, "
+    b"_BODY_TIMEOUT)\n"
+)
+
+
 class AsyncHttpServer:
     """One listener: bound at construction (so a taken port fails at once), served in a thread."""
 
@@ -100,6 +114,8 @@ class AsyncHttpServer:
         max_connections: int = 256,
         header_timeout: float = 10.0,
         body_timeout: float = 60.0,
+        min_body_rate: int = 16 << 10,
+        body_grace: float = 2.0,
         max_body: int = 16 << 20,
         workers: int = 4,
     ) -> None:
@@ -116,6 +132,8 @@ class AsyncHttpServer:
         self._max_connections = max_connections
         self._header_timeout = header_timeout
         self._body_timeout = body_timeout
+        self._min_body_rate = min_body_rate
+        self._body_grace = body_grace
         self._max_body = max_body
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         self._bodies = max(16, 2 * workers)
@@ -168,10 +186,7 @@ class AsyncHttpServer:
         async with server:
             await self._stopping.wait()
             server.close()
-            for task in list(self.stats.tasks):
-                task.cancel()
-            if self.stats.tasks:
-                await asyncio.wait(list(self.stats.tasks), timeout=5)
+            await _cancel_the_rest()
 
     # -- connections ---------------------------------------------------------
 
@@ -229,21 +244,28 @@ class AsyncHttpServer:
         method = event.method.decode("ascii", "replace")
         path = event.target.decode("ascii", "replace").split("?")[0]
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in event.headers}
-        deadline = self._body_timeout
+        pace = _Pace(self._body_timeout, self._body_grace, self._min_body_rate)
         if self._precheck is not None:
             refusal = self._precheck(method, path, headers)
             if refusal is not None:
-                limit = _DRAIN_FACTOR * self._max_body
-                drained = await asyncio.wait_for(self._drain(conn, reader, limit), deadline)
+                drained = await self._drain(conn, reader, _DRAIN_FACTOR * self._max_body, pace)
                 return refusal if drained else _closing(refusal)
+        loop = asyncio.get_running_loop()
+        if _bodiless(method, headers):
+            body = await self._body(conn, reader, 0, pace)
+            request = Request(method, path, headers, body or b"")
+            return await loop.run_in_executor(self._pool, self._handler, request)
         # A few bodies at a time: memory is this many request limits, whatever the clients do.
-        await asyncio.wait_for(self._body_slots.acquire(), deadline)
+        await asyncio.wait_for(self._body_slots.acquire(), self._body_timeout)
         try:
-            body = await asyncio.wait_for(self._body(conn, reader, self._max_body), deadline)
+            try:
+                body = await self._body(conn, reader, self._max_body, pace)
+            except (asyncio.TimeoutError, TimeoutError):
+                self.stats.timed_out += 1
+                return Reply(408, _SLOW_BODY, close=True)
             if body is None:
                 return Reply(413, b"request body over the limit\n", close=True)
             request = Request(method, path, headers, body)
-            loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._pool, self._handler, request)
         finally:
             self._body_slots.release()
@@ -256,14 +278,25 @@ class AsyncHttpServer:
                 return event
             conn.receive_data(await reader.read(_READ))
 
+    @staticmethod
+    async def _paced(conn: h11.Connection, reader: asyncio.StreamReader, pace: _Pace) -> object:
+        """The next event of a body, read no slower than ``pace`` allows (else TimeoutError)."""
+        while True:
+            event = conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            data = await asyncio.wait_for(reader.read(_READ), pace.left())
+            pace.received += len(data)
+            conn.receive_data(data)
+
     async def _body(
-        self, conn: h11.Connection, reader: asyncio.StreamReader, limit: int
+        self, conn: h11.Connection, reader: asyncio.StreamReader, limit: int, pace: _Pace
     ) -> bytes | None:
         """The whole body, or ``None`` once it is over ``limit`` (the rest is not read)."""
         parts: list[bytes] = []
         size = 0
         while True:
-            event = await self._next(conn, reader)
+            event = await self._paced(conn, reader, pace)
             if isinstance(event, h11.Data):
                 size += len(event.data)
                 if size > limit:
@@ -274,11 +307,13 @@ class AsyncHttpServer:
             else:
                 raise ConnectionError("connection closed during the body")
 
-    async def _drain(self, conn: h11.Connection, reader: asyncio.StreamReader, limit: int) -> bool:
+    async def _drain(
+        self, conn: h11.Connection, reader: asyncio.StreamReader, limit: int, pace: _Pace
+    ) -> bool:
         """Read and drop a refused body; ``False`` if it is too long to bother (then close)."""
         size = 0
         while size <= limit:
-            event = await self._next(conn, reader)
+            event = await self._paced(conn, reader, pace)
             if isinstance(event, h11.Data):
                 size += len(event.data)
             else:
@@ -305,6 +340,56 @@ class AsyncHttpServer:
             return
         with contextlib.suppress(Exception):
             await self._send(conn, writer, Reply(status, b"malformed HTTP request\n", close=True))
+
+
+_CANCEL_ROUNDS: Final = 5
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every other task of the loop, and wait for them (5 s at most each round).
+
+    Every task, not only the connections counted: one accepted just before the
+    listener closed has a task that has not run yet. Left pending, it was
+    destroyed with the loop, and the handler it waited for then called back into
+    the closed loop: ``RuntimeError: Event loop is closed`` in about half of the
+    shutdowns under load (issue 27).
+    """
+    me = asyncio.current_task()
+    for _ in range(_CANCEL_ROUNDS):
+        pending = [task for task in asyncio.all_tasks() if task is not me and not task.done()]
+        if not pending:
+            return
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending, timeout=5)
+
+
+class _Pace:
+    """A body's deadline: ``grace`` seconds plus a second per ``rate`` bytes received so far.
+
+    Never past ``timeout`` from its start.
+    """
+
+    __slots__ = ("end", "grace", "rate", "received", "start")
+
+    def __init__(self, timeout: float, grace: float, rate: int) -> None:
+        self.start = time.monotonic()
+        self.end = self.start + timeout
+        self.grace = grace
+        self.rate = rate
+        self.received = 0
+
+    def left(self) -> float:
+        """Seconds the next read may take; at most 0 once the body is late (a timeout)."""
+        due = min(self.end, self.start + self.grace + self.received / self.rate)
+        return max(0.0, due - time.monotonic())
+
+
+def _bodiless(method: str, headers: dict[str, str]) -> bool:
+    """A request that says it has no body (a probe's GET): it needs no body slot."""
+    if "transfer-encoding" in headers:
+        return False
+    return headers.get("content-length", "0").strip() == "0" or method in ("GET", "HEAD")
 
 
 def _closing(reply: Reply) -> Reply:

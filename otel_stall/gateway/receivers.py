@@ -403,6 +403,8 @@ def _listen(
             max_connections=config.http_connections,
             header_timeout=config.header_timeout,
             body_timeout=config.body_timeout,
+            min_body_rate=config.min_body_rate,
+            body_grace=config.body_grace,
             max_body=config.max_request_bytes,
             workers=config.workers,
         )

@@ -144,11 +144,18 @@ def run(args: argparse.Namespace, stderr: IO[str] | None = None) -> int:
     one line naming the flag, variable or listener at fault.
     """
     stderr = stderr or sys.stderr
+    signals = _Signals()
     try:
         configure_logging(args)
         config = config_from_args(args)
         conventions = conventions_from_file(getattr(args, "conventions", None))
-        gateway = Gateway(config, conventions=conventions).start()
+        gateway = Gateway(config, conventions=conventions)
+        # From here a Ctrl-C is a stop request, not a KeyboardInterrupt raised in the middle
+        # of binding ports and starting threads (a traceback, and threads left running).
+        signals.install()
+        gateway.start()
+    except KeyboardInterrupt:  # before the handlers were in place: nothing was started
+        return EXIT_INTERRUPTED
     except (ConfigError, ValueError, StartupError) as exc:
         print(f"otel-stall serve: {exc}", file=stderr)
         return 2
@@ -156,8 +163,9 @@ def run(args: argparse.Namespace, stderr: IO[str] | None = None) -> int:
         logger.debug("startup failed", exc_info=True)
         print(f"otel-stall serve: cannot start: {exc}", file=stderr)
         return 2
-    signals = _Signals()
-    signals.install()
+    if signals.first.is_set():  # interrupted while starting: stop quietly, as if never started
+        gateway.stop()
+        return EXIT_INTERRUPTED
     logger.info(
         "otel-stall gateway: grpc=%s http=%s metrics=%s upstream=%s",
         gateway.grpc_endpoint,
@@ -168,6 +176,10 @@ def run(args: argparse.Namespace, stderr: IO[str] | None = None) -> int:
     while not signals.first.wait(1.0):
         pass
     return _shut_down(gateway, signals)
+
+
+EXIT_INTERRUPTED = 130
+"""The shell's code for a Ctrl-C (128 + SIGINT): interrupted while starting, nothing served."""
 
 
 class _Signals:

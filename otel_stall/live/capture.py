@@ -5,6 +5,15 @@ per export call and line, grouped by resource and scope, with hex ids, int64
 as strings and enums as integers, like the collector's ``fileexporter``
 (format json). ``otel-stall replay`` reads the file back, so a user can
 capture a run without any collector and analyse it later.
+
+Fork-safe (issue 27): a prefork server (gunicorn ``--preload``, celery) may
+fork while another thread is inside :meth:`~OtlpJsonLinesSpanExporter.export`.
+The child inherits the lock held, and its first span would wait for ever. An
+at-fork hook gives every live exporter a new lock in the child. A file the
+exporter opened itself is unbuffered (one ``write`` per line, appended with
+``O_APPEND``), so no buffered writer's own lock, nor half a line of the
+parent's, is inherited either; parent and children append whole lines to one
+file. A stream the caller passes in is the caller's to make fork-safe.
 """
 
 from __future__ import annotations
@@ -12,8 +21,9 @@ from __future__ import annotations
 import io
 import os
 import threading
+import weakref
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, Final
 
 import orjson
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -32,9 +42,12 @@ class OtlpJsonLinesSpanExporter(SpanExporter):
         self._lock = threading.Lock()
         self._owned = isinstance(target, str | os.PathLike)
         self._stream: IO[bytes] | IO[str] = (
-            open(target, "ab") if isinstance(target, str | os.PathLike) else target  # noqa: SIM115
+            open(target, "ab", buffering=0)  # noqa: SIM115
+            if isinstance(target, str | os.PathLike)
+            else target
         )
         self._closed = False
+        _LIVE.add(self)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Write one line holding every span of this batch."""
@@ -48,6 +61,8 @@ class OtlpJsonLinesSpanExporter(SpanExporter):
                 stream = self._stream
                 if isinstance(stream, io.TextIOBase):
                     stream.write(line.decode("utf-8"))
+                elif self._owned:
+                    _write_all(stream, line)  # type: ignore[arg-type]
                 else:
                     stream.write(line)  # type: ignore[arg-type]
                 stream.flush()
@@ -67,3 +82,31 @@ class OtlpJsonLinesSpanExporter(SpanExporter):
             self._closed = True
             if self._owned:
                 self._stream.close()
+
+    def _after_fork(self) -> None:
+        """In a forked child: a new lock (the parent's may have been held by another thread)."""
+        self._lock = threading.Lock()
+
+
+def _write_all(stream: IO[bytes], data: bytes) -> None:
+    """An unbuffered file may write less than asked (a signal, a full disk): write the rest."""
+    view = memoryview(data)
+    while view:
+        written = stream.write(view)
+        if not written:  # None: would block; 0: nothing more fits
+            raise OSError("short write")
+        view = view[written:]
+
+
+_LIVE: Final[weakref.WeakSet[OtlpJsonLinesSpanExporter]] = weakref.WeakSet()
+"""Every exporter not yet garbage: one at-fork hook for the module, since a hook can never be
+unregistered (one per exporter would keep every dead exporter alive)."""
+
+
+def _after_fork_in_child() -> None:
+    for exporter in list(_LIVE):
+        exporter._after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -36,6 +36,16 @@ _installed: weakref.WeakKeyDictionary[TracerProvider, StallSpanProcessor] = (
 _lock = threading.Lock()
 
 
+def _new_lock_in_child() -> None:
+    """In a forked child: a new lock, in case another of the parent's threads held it (issue 27)."""
+    global _lock  # noqa: PLW0603 (the one lock the module has, renewed in the child)
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
 def adopt(provider: TracerProvider, processor: StallSpanProcessor) -> None:
     """Record ``processor`` as the one on ``provider``, installed by other means.
 

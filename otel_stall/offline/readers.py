@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import io
 import itertools
-import os
-import sys
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
@@ -46,6 +44,15 @@ import orjson
 import zstandard
 
 from otel_stall.core.errors import InputError
+from otel_stall.offline.inputs import (
+    STDIN,
+    InputChanged,
+    Snapshot,
+    _Snapshotted,
+    expand_paths,
+    open_input,
+    open_snapshot,
+)
 from otel_stall.offline.jsonl import DEFAULT_MAX_LINE, capped_lines, is_event, load_events, too_long
 
 __all__ = [
@@ -54,13 +61,15 @@ __all__ = [
     "NOT_A_SPAN_FILE",
     "STDIN",
     "Format",
+    "InputChanged",
+    "Snapshot",
     "Unit",
     "expand_paths",
     "open_input",
+    "open_snapshot",
     "read_units",
 ]
 
-STDIN: Final = "-"
 GZIP_MAGIC: Final = b"\x1f\x8b"
 ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 MAX_MESSAGE: Final = 1 << 30
@@ -126,29 +135,6 @@ class Unit:
     def error(self, message: str) -> InputError:
         """An error at this unit's position."""
         return InputError(self.path, self.line, self.offset, message)
-
-
-Progress = Callable[[int], None]
-"""Called with the number of raw bytes just read (for a progress bar)."""
-
-
-class _Counting(io.RawIOBase):
-    """Reports raw bytes read, so a progress bar can follow compressed files too."""
-
-    def __init__(self, raw: IO[bytes], progress: Progress) -> None:
-        self._raw = raw
-        self._progress = progress
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self._raw.read(len(buffer))
-        n = len(data)
-        buffer[:n] = data
-        if n:
-            self._progress(n)
-        return n
 
 
 class _Prefixed(io.RawIOBase):
@@ -295,44 +281,13 @@ def _new_inflater(gzip: bool) -> Any:
     return zlib.decompressobj(31) if gzip else zstandard.ZstdDecompressor().decompressobj()
 
 
-def expand_paths(paths: Iterable[str], errors: list[InputError]) -> list[str]:
-    """Files in argument order; directories recursively, sorted; ``-`` is stdin.
-
-    Hidden files and directories (a leading dot) are left out, such as the
-    temporary file an ``--out`` is being written to.
-    """
-    out: list[str] = []
-    for path in paths:
-        if path == STDIN or os.path.isfile(path):
-            out.append(path)
-        elif os.path.isdir(path):
-            found = []
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found += [os.path.join(root, f) for f in files if not f.startswith(".")]
-            out += sorted(found)
-        elif os.path.exists(path):
-            errors.append(InputError(path, None, None, "not a regular file or directory"))
-        else:
-            errors.append(InputError(path, None, None, "no such file or directory"))
-    return out
-
-
-def open_input(path: str, progress: Progress | None = None) -> IO[bytes]:
-    """Open a file (or stdin for ``-``) as a binary stream; raises ``OSError``."""
-    raw: IO[bytes] = sys.stdin.buffer if path == STDIN else open(path, "rb")  # noqa: SIM115
-    if progress is None:
-        return raw
-    return io.BufferedReader(_Counting(raw, progress), 1 << 16)
-
-
 def _put_back(consumed: bytes, stream: Any) -> IO[bytes]:
     """``stream`` as if ``consumed``, just read from it, had not been.
 
     A plain file seeks back, so the reads after sniffing copy nothing extra;
     stdin, decompressors and a progress-counting stream get a wrapper instead.
     """
-    if isinstance(stream, io.BufferedReader) and isinstance(stream.raw, io.FileIO):
+    if isinstance(stream, io.BufferedReader) and isinstance(stream.raw, io.FileIO | _Snapshotted):
         try:
             stream.seek(-len(consumed), io.SEEK_CUR)
             return stream

@@ -25,7 +25,6 @@ import contextlib
 import gc
 import io
 import os
-import secrets
 import shutil
 import sys
 import tempfile
@@ -41,18 +40,22 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from otel_stall.conventions import Conventions
 from otel_stall.core.detector import detect
 from otel_stall.core.errors import InputError
+from otel_stall.core.files import replacing
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport, Verdict
 from otel_stall.offline.analysis import SessionRuns, TraceResult
+from otel_stall.offline.deadline import DEADLINE_ENV, deadline_from_env
 from otel_stall.offline.intake import Intake
 from otel_stall.offline.readers import (
     DEFAULT_MAX_MESSAGE,
     NOT_A_SPAN_FILE,
     STDIN,
     Format,
+    InputChanged,
+    Snapshot,
     Unit,
     expand_paths,
-    open_input,
+    open_snapshot,
     read_units,
 )
 from otel_stall.offline.send import OtlpSender
@@ -99,6 +102,10 @@ class ReplayResult:
     """Model calls recognised in all traces."""
     unrecognised: dict[str, int] = field(default_factory=dict)
     """Agent-like span names no convention reads, with how many spans had each."""
+    snapshots: dict[str, Snapshot] = field(default_factory=dict)
+    """Each file as pass one opened it: pass two reads the same bytes, or refuses (issue 27)."""
+    grown: set[str] = field(default_factory=set)
+    """Inputs that grew while replayed (noted once in ``skipped``: what came after is not read)."""
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -194,11 +201,11 @@ class Replayer:
         policy = self.policy
         intake = Intake(policy, self.conventions, errors)
         named = set(paths)
-        result.inputs = expand_paths(paths, errors)
+        result.inputs = expand_paths(paths, errors, result.skipped)
         for path in result.inputs:
             label = (labels or {}).get(path, _label(path))
             result.files += 1
-            for unit in self._units(path, label, errors):
+            for unit in self._units(path, label, errors, result):
                 result.formats.setdefault(label, unit.format)
                 if unit.format == Format.UNRECOGNISED:
                     # Named by the user, it is an error; found in a directory, a note.
@@ -235,17 +242,36 @@ class Replayer:
         result.reports.extend(report for _, report in sessions.finish(enrich=keep_enrichment))
         return result
 
-    def _units(self, path: str, label: str, errors: list[InputError]) -> Iterator[Unit]:
+    def _units(
+        self, path: str, label: str, errors: list[InputError], result: ReplayResult | None = None
+    ) -> Iterator[Unit]:
+        """The messages of one input, read to the file's snapshot.
+
+        The first read of a file takes its snapshot; a second (pass two) reads
+        that snapshot's bytes and raises ``InputChanged`` if it cannot.
+        """
+        expected = None if result is None else self._expected(result, path)
         try:
-            stream = open_input(path, self.progress)
+            stream, taken = open_snapshot(path, self.progress, expected)
+        except InputChanged:
+            raise
         except OSError as exc:
             errors.append(InputError(label, None, None, f"cannot read: {exc.strerror or exc}"))
             return
+        if result is not None and taken is not None and expected is None:
+            result.snapshots[path] = taken
         try:
             yield from read_units(label, stream, errors, max_message=self.max_message)
         finally:
             if path != STDIN:
                 stream.close()
+        if result is not None and taken is not None:
+            _note_growth(result, path, label, taken)
+
+    @staticmethod
+    def _expected(result: ReplayResult, path: str) -> Snapshot | None:
+        """In pass two, the snapshot pass one took of ``path``; None in pass one."""
+        return result.snapshots.get(path)
 
     # -- pass two ------------------------------------------------------------------
 
@@ -278,7 +304,7 @@ class Replayer:
         strip = self.conventions.content_keys if redact else frozenset()
         for path in self._second_pass_files(result, paths, writing, scratch):
             label = (labels or {}).get(path, _label(path))
-            for unit in self._units(path, label, scratch):
+            for unit in self._units(path, label, scratch, result):
                 if unit.proto is not None:
                     message = self._enriched_proto(result, unit.proto, strip)
                     if message is not None:
@@ -376,7 +402,7 @@ class Replayer:
         """
         if not isinstance(out, str | os.PathLike):
             return self._write_lines(result, paths, out, redact, labels)
-        with _replacing(os.fspath(out)) as stream:
+        with replacing(out) as stream:
             return self._write_lines(result, paths, stream, redact, labels)
 
     def _write_lines(
@@ -406,15 +432,32 @@ class Replayer:
         *,
         redact: bool = False,
         labels: dict[str, str] | None = None,
+        deadline: float | None = None,
     ) -> OtlpSender:
-        """Send every span, enriched, to an OTLP endpoint; returns the sender's tallies."""
-        sender = OtlpSender(url)
+        """Send every span, enriched, to an OTLP endpoint; returns the sender's tallies.
+
+        ``deadline`` bounds the whole export in seconds (default: ``OTEL_STALL_EXPORT_DEADLINE``,
+        else 600); once the sender gives up on the endpoint, the rest is counted as not sent.
+        """
+        if deadline is None:
+            try:
+                deadline = deadline_from_env()
+            except ValueError as exc:
+                result.errors.append(InputError(DEADLINE_ENV, None, None, f"{exc}; not exported"))
+                return OtlpSender(url, deadline=0.0)
+        sender = OtlpSender(url, deadline=deadline)
         try:
             for unit, message in self.enriched(result, paths, redact=redact, labels=labels):
                 # JSON is already enriched (and redacted) as a dict; spans that
                 # cannot be converted were reported by the first pass.
                 data = message if unit.proto is not None else traces_from_json(message, _ignore)
                 sender.add(data)
+                if sender.gave_up is not None:  # the rest would not be sent: do not read it
+                    sender.flush()  # what is queued is counted as not sent
+                    sender.not_sent(max(0, result.spans - sender.sent - sender.failed))
+                    break
+        except InputChanged as changed:
+            result.errors.append(changed.error)
         finally:
             sender.close()
         result.exported = sender.sent
@@ -456,42 +499,21 @@ def _identity(file: IO[bytes] | str | None) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
-@contextlib.contextmanager
-def _replacing(path: str) -> Iterator[IO[bytes]]:
-    """A hidden temporary file beside ``path`` that is renamed over it on success.
-
-    Hidden, so that a directory replay never lists it; removed if writing
-    fails. A path that exists and is not a regular file (``/dev/stdout``, a
-    FIFO) is written directly, since it cannot be replaced.
-    """
-    target = os.path.realpath(path)
-    if os.path.exists(target) and not os.path.isfile(target):
-        with open(target, "wb") as direct:
-            yield direct
+def _note_growth(result: ReplayResult, path: str, label: str, taken: Snapshot) -> None:
+    """Note, once, that a file grew after replay opened it: the bytes after are not replayed."""
+    if label in result.grown:
         return
-    directory, name = os.path.split(target)
-    fd, temporary = _create_hidden(directory, name)
     try:
-        with os.fdopen(fd, "wb") as stream:
-            yield stream
-        if os.path.exists(target):
-            shutil.copymode(target, temporary)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-
-
-def _create_hidden(directory: str, name: str) -> tuple[int, str]:
-    """Create ``.NAME.RANDOM.tmp`` in ``directory`` with the usual permissions (umask applies)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    while True:
-        temporary = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
-        try:
-            return os.open(temporary, flags, 0o666), temporary
-        except FileExistsError:
-            continue
+        appended = os.stat(path).st_size - taken.size
+    except OSError:
+        return
+    if appended > 0:
+        result.grown.add(label)
+        message = (
+            f"grew by {appended:,} bytes while replayed; read as it was when opened "
+            f"({taken.size:,} bytes), the rest"
+        )
+        result.skipped.append(InputError(label, None, None, message))
 
 
 def _ignore(error: DecodeError) -> None:

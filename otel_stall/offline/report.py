@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from otel_stall.core.errors import InputError
+from otel_stall.core.escape import printable
 from otel_stall.core.records import ACTION_SEVERITY, Action, Finding, LedgerRow, RunReport, Verdict
 from otel_stall.offline.replay import ReplayResult
 
@@ -31,13 +32,17 @@ __all__ = [
     "ReportOptions",
     "Selection",
     "argument_previews",
+    "call_counts",
     "collapse_findings",
+    "elided_note",
     "error_json",
     "finding_json",
     "finding_lines",
     "finding_text",
+    "fired_note",
     "ledger_groups",
     "ledger_json",
+    "listing_heading",
     "render_json",
     "render_markdown",
     "render_table",
@@ -46,6 +51,8 @@ __all__ = [
     "run_title",
     "score_explanation",
     "select_runs",
+    "seq_span",
+    "shown_groups",
     "stall_onset",
     "summary_facts",
 ]
@@ -438,15 +445,16 @@ class LedgerGroup:
     @property
     def seqs(self) -> str:
         """``3`` or ``4..6``."""
-        return _span(self.first.seq, self.last.seq)
+        return seq_span(self.first.seq, self.last.seq)
 
     @property
     def counts(self) -> str:
         """``1`` or ``3..5``: the signature's occurrences over the group."""
-        return _span(self.first.count, self.last.count)
+        return seq_span(self.first.count, self.last.count)
 
 
-def _span(first: int, last: int) -> str:
+def seq_span(first: int, last: int) -> str:
+    """``3`` or ``4..6``."""
     return str(first) if first == last else f"{first}..{last}"
 
 
@@ -469,7 +477,7 @@ def ledger_groups(rows: Iterable[LedgerRow]) -> list[LedgerGroup]:
     return groups
 
 
-def _shown_groups(groups: Sequence[LedgerGroup]) -> tuple[list[LedgerGroup], list[LedgerGroup]]:
+def shown_groups(groups: Sequence[LedgerGroup]) -> tuple[list[LedgerGroup], list[LedgerGroup]]:
     """The head and tail to show when a ledger has more than :data:`LEDGER_LINES` lines."""
     if len(groups) <= LEDGER_LINES:
         return list(groups), []
@@ -477,9 +485,10 @@ def _shown_groups(groups: Sequence[LedgerGroup]) -> tuple[list[LedgerGroup], lis
     return list(groups[:head]), list(groups[-(LEDGER_LINES - head) :])
 
 
-def _elided(head: Sequence[LedgerGroup], tail: Sequence[LedgerGroup]) -> str:
+def elided_note(head: Sequence[LedgerGroup], tail: Sequence[LedgerGroup]) -> str:
+    """The line standing for the ledger rows between ``head`` and ``tail``."""
     first, last = head[-1].last.seq + 1, tail[0].first.seq - 1
-    return f"... seq {_span(first, last)} not shown: --format json or html has every row"
+    return f"... seq {seq_span(first, last)} not shown: --format json or html has every row"
 
 
 def _listing_note(selection: Selection, options: ReportOptions) -> str | None:
@@ -495,7 +504,7 @@ def _listing_note(selection: Selection, options: ReportOptions) -> str | None:
     )
 
 
-def _heading(result: ReplayResult, selection: Selection, options: ReportOptions) -> str:
+def listing_heading(result: ReplayResult, selection: Selection, options: ReportOptions) -> str:
     """The line above the runs: what is listed, or why nothing is."""
     note = _listing_note(selection, options)
     if note is not None:
@@ -516,7 +525,7 @@ def render_table(
     selection = select_runs(result, options)
     console.print(_summary_table(result))
     console.print()
-    console.print(_heading(result, selection, options))
+    console.print(_line(listing_heading(result, selection, options)))
     for report in selection.runs:
         console.print()
         for part in _run_block(report, options):
@@ -528,7 +537,7 @@ def render_table(
         console.print()
         console.print(Text(_errors_heading(result.errors), style="bold red"))
         for error in result.errors[:ERROR_LINES]:
-            console.print(Text(f"  {error}"))
+            console.print(_line(f"  {error}"))
 
 
 def _errors_heading(errors: Sequence[InputError]) -> str:
@@ -541,7 +550,7 @@ def _summary_table(result: ReplayResult) -> Table:
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
     for label, value in summary_facts(result):
-        table.add_row(label, value)
+        table.add_row(label, _line(value))
     return table
 
 
@@ -553,10 +562,12 @@ def _run_block(report: RunReport, options: ReportOptions) -> list[Any]:
     """
     head = Text()
     head.append(f"{report.verdict.value:<9}", style=_VERDICT_STYLE[report.verdict])
-    head.append(str(report.attributes.get("agent") or "run"), style="bold")
+    head.append(printable(report.attributes.get("agent") or "run"), style="bold")
     where = run_title(report).partition(" (")[2].rstrip(")")
     parts: list[Any] = [head]
-    parts += [_line(f"  {text}") for text in (where, score_explanation(report), _counts(report))]
+    parts += [
+        _line(f"  {text}") for text in (where, score_explanation(report), call_counts(report))
+    ]
     if report.attributes.get("content_captured") is False:
         switch = report.attributes.get("content_switch")
         hint = f": turn it on with {switch}" if switch else ""
@@ -570,10 +581,12 @@ def _run_block(report: RunReport, options: ReportOptions) -> list[Any]:
 
 
 def _line(text: str) -> Text:
-    return Text(text)
+    """One line of the table: never rich markup, controls shown as escapes (issue 27)."""
+    return Text(printable(text))
 
 
-def _counts(report: RunReport) -> str:
+def call_counts(report: RunReport) -> str:
+    """Tool calls, rounds, and the seq the run stalled from."""
     onset = stall_onset(report)
     text = f"tool calls {report.tool_calls:,}, rounds {report.rounds:,}"
     return text + (f", stalled from seq {onset}" if onset is not None else "")
@@ -585,15 +598,16 @@ def finding_text(line: FindingLine) -> Text:
     text = _line("  ")
     text.append(f"{action:<9}", style=_ACTION_STYLE.get(action, ""))
     text.append(f"{line.kind:<15}")
-    text.append(line.tool, style="bold")
-    text.append(f" x{line.count} seq {_span(line.first_seq, line.last_seq)}{_fired(line)}")
+    text.append(printable(line.tool), style="bold")
+    text.append(f" x{line.count} seq {seq_span(line.first_seq, line.last_seq)}{fired_note(line)}")
     if line.preview:
         text.append("  ")
-        text.append(line.preview, style="cyan")
+        text.append(printable(line.preview), style="cyan")
     return text
 
 
-def _fired(line: FindingLine) -> str:
+def fired_note(line: FindingLine) -> str:
+    """`` (5 findings)`` when a line stands for more than one."""
     return f" ({line.times} findings)" if line.times > 1 else ""
 
 
@@ -609,11 +623,11 @@ def _ledger_table(report: RunReport) -> Table:
         ("action", "left"),
     ):
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    head, tail = _shown_groups(ledger_groups(report.ledger))
+    head, tail = shown_groups(ledger_groups(report.ledger))
     for group in head:
         table.add_row(*_ledger_cells(group))
     if tail:
-        table.add_row("", Text(_elided(head, tail), style="dim"))
+        table.add_row("", Text(elided_note(head, tail), style="dim"))
         for group in tail:
             table.add_row(*_ledger_cells(group))
     return table
@@ -624,7 +638,7 @@ def _ledger_cells(group: LedgerGroup) -> list[Any]:
     action = row.action.value
     return [
         group.seqs,
-        row.tool,
+        _line(row.tool),
         group.counts,
         "" if row.repeat_of is None else str(row.repeat_of),
         "yes" if row.new_fact else "no",
@@ -646,65 +660,8 @@ def _wasted(report: RunReport) -> str:
 # -- Markdown --------------------------------------------------------------------------
 
 
-def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ").replace("`", "'")
-
-
 def render_markdown(result: ReplayResult, options: ReportOptions | None = None) -> str:
-    """GitHub-flavoured Markdown: the summary, then a section per listed run."""
-    options = options or ReportOptions()
-    selection = select_runs(result, options)
-    lines = ["# otel-stall replay", ""]
-    lines += [f"- **{label}**: {_md(value)}" for label, value in summary_facts(result)]
-    lines.append("")
-    lines += [_heading(result, selection, options), ""]
-    for report in selection.runs:
-        lines += _markdown_run(report, options)
-    if result.errors:
-        lines += ["## Input errors", ""]
-        lines += [f"- `{_md(e)}`" for e in result.errors[:ERROR_LINES]]
-        if len(result.errors) > ERROR_LINES:
-            lines.append(f"- ... {len(result.errors) - ERROR_LINES:,} more (stderr has all)")
-        lines.append("")
-    return "\n".join(lines)
+    """GitHub-flavoured Markdown: :func:`otel_stall.offline.markdown_report.render_markdown`."""
+    from otel_stall.offline.markdown_report import render_markdown as render
 
-
-def _markdown_run(report: RunReport, options: ReportOptions) -> list[str]:
-    lines = [
-        f"## {_md(run_title(report))}",
-        "",
-        f"**verdict: {report.verdict.value}** · {_md(score_explanation(report))} · "
-        f"{_counts(report)}",
-        "",
-    ]
-    findings = finding_lines(report, redact=options.redact)
-    if findings:
-        lines += ["### Findings", ""]
-        for f in findings:
-            preview = f" `{_md(f.preview)}`" if f.preview else ""
-            lines.append(
-                f"- **{f.action.value}** `{f.kind}`: `{_md(f.tool)}`{preview} x{f.count}, "
-                f"seq {_span(f.first_seq, f.last_seq)}{_fired(f)}"
-            )
-        lines.append("")
-    if report.ledger:
-        lines += [
-            "| seq | tool | count | repeat_of | new_fact | status | action |",
-            "|---:|---|---:|---:|:---:|---|---|",
-        ]
-        head, tail = _shown_groups(ledger_groups(report.ledger))
-        lines += [_markdown_row(g) for g in head]
-        if tail:
-            lines.append(f"| | {_elided(head, tail)} | | | | | |")
-            lines += [_markdown_row(g) for g in tail]
-        lines.append("")
-    return lines
-
-
-def _markdown_row(group: LedgerGroup) -> str:
-    r = group.first
-    repeat = "" if r.repeat_of is None else r.repeat_of
-    return (
-        f"| {group.seqs} | {_md(r.tool)} | {group.counts} | {repeat} | "
-        f"{'yes' if r.new_fact else 'no'} | {r.status.value} | {r.action.value} |"
-    )
+    return render(result, options)

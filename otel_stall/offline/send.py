@@ -8,6 +8,14 @@ from. Sending the decoded-and-enriched messages directly skips both steps;
 same as the SDK's: gRPC ``TraceService/Export``, or an HTTP POST of
 ``application/x-protobuf`` to ``…/v1/traces``, with retries on the statuses
 the OTLP spec calls retryable, and partial-success rejections counted.
+
+Bounded in seconds (issue 27): an endpoint that accepts and never answers cost
+6 tries x 10 s per request, hours for a big capture. Now every wait (an
+attempt, a backoff) ends by the overall ``deadline`` (``--export-deadline``,
+``OTEL_STALL_EXPORT_DEADLINE``, default :data:`DEFAULT_DEADLINE`), and once one
+request has failed after all its retries the sender gives up on the endpoint:
+every later span is counted as not sent, with one message that says why and
+which setting to change.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
+
+from otel_stall.offline.deadline import DEADLINE_ENV, DEFAULT_DEADLINE
 
 __all__ = ["OtlpSender", "is_http_url"]
 
@@ -58,12 +68,17 @@ class OtlpSender:
 
     url: str
     timeout: float = 10.0
+    """Seconds one attempt may take."""
     max_request_bytes: int = MAX_REQUEST_BYTES
+    deadline: float = DEFAULT_DEADLINE
+    """Seconds the whole export may take, from the sender's creation."""
     sent: int = 0
     """Spans the endpoint accepted."""
     failed: int = 0
     """Spans that did not arrive (after retries) or that the endpoint rejected."""
     errors: list[str] = field(default_factory=list)
+    gave_up: str | None = None
+    """Why the sender stopped sending to the endpoint (then every later span is not sent)."""
     _pending: Any = field(default_factory=ExportTraceServiceRequest, init=False)
     _pending_bytes: int = field(default=0, init=False)
     _channel: Any = field(default=None, init=False)
@@ -71,6 +86,8 @@ class OtlpSender:
     _conn: http.client.HTTPConnection | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        self._ends = time.monotonic() + self.deadline
+        self._unsent = 0
         parsed = urllib.parse.urlsplit(self.url)
         self._http = is_http_url(self.url)
         self._secure = parsed.scheme == "https"
@@ -92,6 +109,9 @@ class OtlpSender:
 
     def add(self, data: Any) -> None:
         """Queue one ``TracesData`` (or request); sends whenever a request is full."""
+        if self.gave_up is not None:
+            self.not_sent(_span_count(data))
+            return
         size = data.ByteSize()
         if size > self.max_request_bytes and _span_count(data) > 1:
             for part in _split(data, self.max_request_bytes):
@@ -114,19 +134,35 @@ class OtlpSender:
             0,
         )
         spans = _span_count(request)
-        rejected, error = self._send(request)
+        if self.gave_up is not None:
+            self.not_sent(spans)
+            return
+        rejected, error, retried = self._send(request)
         if error is not None:
             self.failed += spans
             self.errors.append(f"{spans} spans not delivered to {self.url}: {error}")
+            if retried:
+                self.gave_up = error
             return
         self.sent += spans - rejected
         if rejected:
             self.failed += rejected
             self.errors.append(f"{self.url} rejected {rejected} spans (partial success)")
 
+    def not_sent(self, spans: int) -> None:
+        """Count spans never sent, since the sender gave up on the endpoint."""
+        self.failed += spans
+        self._unsent += spans
+
     def close(self) -> None:
-        """Flush and release the connection."""
+        """Flush and release the connection; say how many spans were never sent, and why."""
         self.flush()
+        if self.gave_up is not None:
+            self.errors.append(
+                f"gave up on {self.url} ({self.gave_up}); {self._unsent:,} more spans not sent. "
+                f"A slow endpoint may need a longer --export-deadline (or {DEADLINE_ENV}); "
+                f"this one was {self.deadline:g} s"
+            )
         if self._channel is not None:
             self._channel.close()
             self._channel = None
@@ -136,25 +172,38 @@ class OtlpSender:
 
     # -- transport -------------------------------------------------------------
 
-    def _send(self, request: Any) -> tuple[int, str | None]:
+    def _send(self, request: Any) -> tuple[int, str | None, bool]:
+        """Rejected spans and the error, and whether the error held through every retry."""
         body = request.SerializeToString()
         error = "not sent"
         for attempt in range(_ATTEMPTS):
             if attempt:
-                time.sleep(min(0.1 * 2**attempt, 2.0))
+                pause = min(0.1 * 2**attempt, 2.0)
+                if self._left() <= pause:
+                    return 0, f"{error}; the export deadline ({self.deadline:g} s) passed", True
+                time.sleep(pause)
+            if self._left() <= 0:
+                return 0, f"the export deadline ({self.deadline:g} s) passed", True
             retry, rejected, error_or_none = (
                 self._post(body) if self._http else self._export(request)
             )
             if error_or_none is None:
-                return rejected, None
+                return rejected, None, False
             error = error_or_none
             if not retry:
-                break
-        return 0, error
+                return 0, error, False
+        return 0, f"{error}, {_ATTEMPTS} attempts", True
+
+    def _left(self) -> float:
+        return self._ends - time.monotonic()
+
+    def _attempt_timeout(self) -> float:
+        """One attempt's timeout: ``timeout``, cut to what the deadline leaves."""
+        return max(0.001, min(self.timeout, self._left()))
 
     def _export(self, request: Any) -> tuple[bool, int, str | None]:
         try:
-            response = self._stub.Export(request, timeout=self.timeout)
+            response = self._stub.Export(request, timeout=self._attempt_timeout())
         except grpc.RpcError as exc:
             code = exc.code()
             return code in _RETRYABLE_GRPC, 0, f"gRPC {code.name}: {exc.details()}"
@@ -164,7 +213,9 @@ class OtlpSender:
         try:
             if self._conn is None:
                 cls = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
-                self._conn = cls(self._netloc, timeout=self.timeout)
+                self._conn = cls(self._netloc, timeout=self._attempt_timeout())
+            elif self._conn.sock is not None:
+                self._conn.sock.settimeout(self._attempt_timeout())
             self._conn.request("POST", self._path, body, {"Content-Type": "application/x-protobuf"})
             response = self._conn.getresponse()
             payload = response.read()

@@ -14,8 +14,11 @@ import gzip
 import io
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
+import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +30,7 @@ import zstandard
 
 from otel_stall import Replayer
 from otel_stall.cli import main
+from otel_stall.offline.inputs import InputChanged, open_input
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "formats"
@@ -389,3 +393,312 @@ def test_the_writer_never_reads_what_it_writes(existed: bool, tmp_path: Path) ->
     assert spans_in_lines(out_path.read_bytes()) == SPANS_IN_DATASET
     messages = [e.message for e in result.errors]
     assert messages == (["not read again: it is the file the output is being written to"] * existed)
+
+
+# -- a full disk (issue 27) ----------------------------------------------------------------
+
+_FILE_SIZE_LIMITED = """
+import resource, subprocess, sys
+limit = int(sys.argv[1])
+def cap_file_size():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+proc = subprocess.run(sys.argv[2:], capture_output=True, preexec_fn=cap_file_size)
+sys.stdout.write(f"{proc.returncode}\\n{proc.stderr.decode()}")
+"""
+
+
+def replay_file_size_limited(args: list[str], limit: int) -> tuple[int, str]:
+    """``otel-stall replay ARGS`` in a child whose files cannot grow past ``limit`` bytes.
+
+    A write past the limit fails with EFBIG, as on a full disk (Python ignores SIGXFSZ).
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "otel_stall", "replay", *args]
+    proc = subprocess.run(
+        [sys.executable, "-c", _FILE_SIZE_LIMITED, str(limit), *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    code, _, err = proc.stdout.partition("\n")
+    return int(code), err
+
+
+@pytest.mark.parametrize(
+    ("flag", "name"),
+    [
+        ("-o", "report.json"),
+        ("-o", "report.md"),
+        ("-o", "report.html"),
+        ("-o", "report.txt"),
+        ("--out", "out.jsonl"),
+    ],
+)
+def test_a_full_disk_keeps_the_previous_file_and_exits_2(
+    flag: str, name: str, tmp_path: Path
+) -> None:
+    """A write cut short by a file-size limit leaves the old file whole; exit 2 names the flag."""
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(LINES))
+    target = tmp_path / name
+    old = b'{"the": "previous report"}\n'
+    target.write_bytes(old)
+    code, err = replay_file_size_limited(
+        [str(source), flag, str(target), "--all", "--fail-on", "break"], limit=2048
+    )
+    assert code == 2, err
+    assert "Traceback" not in err
+    long_flag = "--report" if flag == "-o" else flag
+    assert f"otel-stall: {long_flag} {target}: File too large" in err
+    assert target.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["in.jsonl", name])
+
+
+# -- inputs that change or block (issue 27) ------------------------------------------------
+
+
+def copies(start: int, count: int) -> bytes:
+    """``count`` copies of the dataset, each with its own trace ids (numbered from ``start``)."""
+    text = b"".join(LINES)
+    return b"".join(
+        re.sub(rb'"traceId":"....', b'"traceId":"%04x' % n, text)
+        for n in range(start, start + count)
+    )
+
+
+def out_counts(path: Path) -> tuple[int, int]:
+    """Spans in an ``--out`` file, and how many of them carry ``stall.signature`` (tool spans)."""
+    spans = signed = 0
+    for line in path.read_bytes().splitlines():
+        for rs in orjson.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    spans += 1
+                    signed += any(a["key"] == "stall.signature" for a in span["attributes"])
+    return spans, signed
+
+
+@pytest.mark.timeout(120)
+def test_an_input_growing_while_replayed_gives_one_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A capture appended to during `replay --out`: the report and --out hold the same spans.
+
+    The attack of issue 27: the report read 33,220 spans and --out held 39,600, with 2,900 tool
+    spans lacking stall.* and nothing on stderr. Both passes now read the file as first opened.
+    """
+    source = tmp_path / "live.jsonl"
+    source.write_bytes(copies(0, 100))
+    out = tmp_path / "out.jsonl"
+    stop = threading.Event()
+
+    def appending() -> None:
+        fd = os.open(source, os.O_WRONLY | os.O_APPEND)
+        n = 100
+        try:
+            while not stop.is_set():
+                os.write(fd, copies(n, 1))
+                n += 1
+                time.sleep(0.001)
+        finally:
+            os.close(fd)
+
+    writer = threading.Thread(target=appending)
+    writer.start()
+    try:
+        main(["replay", str(source), "--out", str(out), "--format", "json"])
+    finally:
+        stop.set()
+        writer.join()
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    spans, signed = out_counts(out)
+    assert spans == report["summary"]["spans"] == report["summary"]["written"]
+    assert signed == report["summary"]["recognised"]["tool_calls"]
+    assert f"otel-stall: {source}: grew by " in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_growth_between_the_passes_is_left_out_of_both(tmp_path: Path) -> None:
+    """Spans appended after pass one are in neither the report nor --out; a note says so."""
+    source = tmp_path / "live.jsonl"
+    source.write_bytes(copies(0, 2))
+    replayer = Replayer()
+    result = replayer.analyse([str(source)])
+    with source.open("ab") as f:
+        f.write(copies(2, 3))
+    written = replayer.write_json_lines(result, [str(source)], str(tmp_path / "out.jsonl"))
+    assert written == result.spans == 2 * SPANS_IN_DATASET
+    (note,) = result.skipped
+    assert str(note).startswith(f"{source}: grew by {len(copies(2, 3)):,} bytes while replayed")
+
+
+@pytest.mark.parametrize("change", ["replaced", "rewritten", "shrunk"])
+def test_an_input_changed_between_the_passes_fails_and_writes_nothing(
+    change: str, tmp_path: Path
+) -> None:
+    """A file replaced or rewritten after pass one: --out fails naming it and writes nothing."""
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(copies(0, 2))
+    replayer = Replayer()
+    result = replayer.analyse([str(source)])
+    if change == "replaced":
+        other = tmp_path / "other.jsonl"
+        other.write_bytes(copies(5, 2))
+        os.replace(other, source)
+    elif change == "rewritten":
+        source.write_bytes(copies(5, 2))
+        os.utime(source, ns=(1, 1))
+    else:
+        source.write_bytes(copies(5, 1))
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(InputChanged) as raised:
+        replayer.write_json_lines(result, [str(source)], str(out))
+    assert str(raised.value.error).startswith(f"{source}: ")
+    assert "since replay read it" in str(raised.value)
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_in_an_input_folder_is_skipped_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO among the files of an input folder is skipped, not opened: the replay ends."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "spans.jsonl").write_bytes(b"".join(LINES))
+    fifo = folder / "pipe.jsonl"
+    os.mkfifo(fifo)
+    code, report, err = run_cli([str(folder), "--fail-on", "break"], capsys)
+    assert report["summary"]["spans"] == SPANS_IN_DATASET
+    assert f"otel-stall: {fifo}: not a regular file; skipped" in err
+    assert code == 1
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_swapped_in_after_the_listing_is_refused_without_blocking(tmp_path: Path) -> None:
+    """Opening an input never blocks: a FIFO where a file was listed is an error at once."""
+    fifo = tmp_path / "spans.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        open_input(str(fifo))
+
+
+# -- bad configuration files (issue 27) ----------------------------------------------------
+
+DEEP = 50_000
+BAD_FILES: dict[str, tuple[str, bytes, str]] = {
+    "conventions-bad-utf8": (
+        "--conventions",
+        b'[[convention]]\nname = "caf\xe9"\n',
+        "(file): not UTF-8 text (byte 26). Fix: save the file as UTF-8",
+    ),
+    "conventions-deep-toml": (
+        "--conventions",
+        b"x = " + b"[" * DEEP + b"]" * DEEP + b"\n",
+        "(syntax): nested too deeply to read",
+    ),
+    "config-deep-toml": (
+        "--config",
+        b"x = " + b"[" * DEEP + b"]" * DEEP + b"\n",
+        "nested too deeply to read as TOML",
+    ),
+    "config-deep-json": (
+        "--config",
+        b'{"x": ' + b"[" * DEEP + b"]" * DEEP + b"}",
+        "nested too deeply to read as JSON",
+    ),
+    "config-bad-utf8": (
+        "--config",
+        b"warn_at = 3\n# caf\xe9\n",
+        "not UTF-8 text (byte 17); save the file as UTF-8",
+    ),
+    "config-string-list": (
+        "--config",
+        b'exempt_tools = "abc"\n',
+        "exempt_tools: expected a list of tool names, got 'abc'; "
+        'write it as exempt_tools = ["name", "glob*"]',
+    ),
+    "config-policy-not-a-table": ("--config", b"policy = 3\n", "policy: must be a table"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_FILES)
+def test_a_bad_settings_file_is_exit_2_naming_the_file_and_the_fix(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad UTF-8, 50,000-deep TOML or JSON, a string for a list: exit 2 and one message line.
+
+    The attack of issue 27: exit 1 with a UnicodeDecodeError or RecursionError traceback, or
+    ``exempt_tools = "abc"`` taken without a word.
+    """
+    flag, content, expected = BAD_FILES[case]
+    path = tmp_path / ("settings.json" if case.endswith("json") else "settings.toml")
+    path.write_bytes(content)
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(LINES))
+    code = main(["replay", str(source), flag, str(path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "Traceback" not in err
+    assert str(path) in err
+    assert expected in err
+
+
+def test_serve_names_a_deep_conventions_file(tmp_path: Path) -> None:
+    """`serve --conventions deep.toml` exits 2 with a message naming the file, not the parser's."""
+    path = tmp_path / "deep.toml"
+    path.write_bytes(b"x = " + b"[" * DEEP + b"]" * DEEP + b"\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "otel_stall", "serve", "--grpc", "127.0.0.1:0", "--http", "off",
+         "--metrics", "off", "--conventions", str(path)],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert f"{path}: (syntax): nested too deeply to read" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# -- Ctrl-C while starting (issue 27) ------------------------------------------------------
+
+_INTERRUPT_AT = """
+import os, signal, sys
+event, name = sys.argv[1], sys.argv[2]
+def interrupt(seen, args):
+    if seen == event and (not name or args[0] == name):
+        os.kill(os.getpid(), signal.SIGINT)
+sys.addaudithook(interrupt)
+sys.argv = ["otel-stall", *sys.argv[3:]]
+import runpy
+runpy.run_module("otel_stall", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize(
+    ("event", "name", "args"),
+    [
+        ("import", "otel_stall.cli", ["replay", str(GOLDEN / "otlp.jsonl")]),
+        ("socket.bind", "", ["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0",
+                             "--metrics", "127.0.0.1:0"]),
+    ],
+    ids=["loading", "serve-binding"],
+)  # fmt: skip
+def test_ctrl_c_while_starting_exits_130_without_a_traceback(
+    event: str, name: str, args: list[str]
+) -> None:
+    """A SIGINT while the command loads or the gateway binds its ports: exit 130, no traceback.
+
+    The signal is sent from an audit hook at the named event, so it lands there every time.
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_AT, event, name, *args],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "KeyboardInterrupt" not in proc.stderr

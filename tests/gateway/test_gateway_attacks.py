@@ -9,8 +9,11 @@ its client, or counted.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import gzip
 import http.client
+import logging
 import os
 import socket
 import ssl
@@ -393,12 +396,18 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return cert, key
 
 
-def otlp_post(host: str, port: int, body: bytes, context: ssl.SSLContext | None = None) -> int:
+def otlp_post(
+    host: str,
+    port: int,
+    body: bytes,
+    context: ssl.SSLContext | None = None,
+    timeout: float = 60,
+) -> int:
     conn: http.client.HTTPConnection
     if context is None:
-        conn = http.client.HTTPConnection(host, port, timeout=60)
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
     else:
-        conn = http.client.HTTPSConnection(host, port, timeout=60, context=context)
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
     try:
         conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
         response = conn.getresponse()
@@ -680,3 +689,173 @@ def test_a_detection_error_in_the_sweeper_forwards_the_trace_as_it_came(sink: Ot
         assert wait_until(lambda: sink.count == 3)
         assert wait_until(lambda: settled(gateway))
     assert gateway.pipeline.undelivered == 0
+
+
+# -- issue 27: slow bodies -----------------------------------------------------------------
+
+SLOW_CONNECTIONS = 20
+PROBE_TIMEOUT = 5.0
+"""A liveness probe's usual timeout: /healthz must answer within it, or the pod is restarted."""
+EXPORT_TIMEOUT = 10.0
+"""The OTLP exporters' default timeout."""
+
+
+class Trickle:
+    """``SLOW_CONNECTIONS`` connections to a port, each sending a 1 MB body a byte at a time.
+
+    A connection the server cuts is opened again at once, so the attack never lets up.
+    """
+
+    HEAD = (
+        b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        b"Content-Length: 1000000\r\n\r\n"
+    )
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.stop = threading.Event()
+        self.cut = 0
+        self.thread = threading.Thread(target=self._run)
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port))
+        sock.sendall(self.HEAD)
+        return sock
+
+    def _run(self) -> None:
+        socks = [self._connect() for _ in range(SLOW_CONNECTIONS)]
+        try:
+            while not self.stop.is_set():
+                for i, sock in enumerate(socks):
+                    try:
+                        sock.send(b"\x0a")
+                    except OSError:
+                        self.cut += 1
+                        sock.close()
+                        socks[i] = self._connect()
+                time.sleep(0.05)
+        finally:
+            for sock in socks:
+                sock.close()
+
+    def __enter__(self) -> Trickle:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+def get(port: int, path: str) -> int:
+    """``GET path`` with a probe's timeout: the status."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=PROBE_TIMEOUT)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def post(port: int, body: bytes) -> int:
+    """An OTLP/HTTP export with the exporters' default timeout: the status."""
+    return otlp_post("127.0.0.1", port, body, timeout=EXPORT_TIMEOUT)
+
+
+@pytest.mark.timeout(120)
+def test_slow_bodies_starve_neither_ingestion_nor_the_health_probe(sink: OtlpSink) -> None:
+    """20 connections trickling 1 MB bodies at each port: exports and /healthz still answer.
+
+    The attack of issue 27: every body slot was held for the 60 s body timeout, a normal
+    export timed out at 10 s, and /healthz and /metrics at 5 s (a probe would restart the
+    gateway). Bodies must keep a minimum rate now, and a GET takes no body slot.
+    """
+    settings = config(sink, http="127.0.0.1:0", metrics="127.0.0.1:0")
+    with Gateway(settings) as gateway:
+        assert gateway.http is not None
+        assert gateway.metrics is not None
+        with Trickle(gateway.http.port) as ingest, Trickle(gateway.metrics.port):
+            time.sleep(settings.body_grace + 1.0)  # every slot taken, the first ones cut
+            for n in range(3):
+                body = request(plain_trace(n + 1, 3)).SerializeToString()
+                assert post(gateway.http.port, body) == 200
+                assert get(gateway.metrics.port, "/healthz") == 200
+                assert get(gateway.metrics.port, "/metrics") == 200
+            assert ingest.cut >= SLOW_CONNECTIONS
+        assert wait_until(lambda: sink.count == 9)
+        assert gateway.http.stats.timed_out >= SLOW_CONNECTIONS
+        with socket.create_connection(("127.0.0.1", gateway.http.port), timeout=30) as late:
+            late.sendall(Trickle.HEAD + b"\x0a")
+            answer = late.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 408")
+        assert b"OTEL_STALL_GATEWAY_MIN_BODY_RATE" in answer
+
+
+def test_a_body_that_keeps_the_rate_is_read_whole(sink: OtlpSink) -> None:
+    """A body sent in chunks faster than the minimum rate, past the grace, is taken whole."""
+    settings = config(sink, http="127.0.0.1:0", body_grace=0.2, min_body_rate=64 << 10)
+    with Gateway(settings) as gateway:
+        assert gateway.http is not None
+        body = request(plain_trace(1, 40, padding=2000)).SerializeToString()
+        head = (
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)
+        )
+        with socket.create_connection(("127.0.0.1", gateway.http.port), timeout=30) as sock:
+            sock.sendall(head)
+            for start in range(0, len(body), 8 << 10):  # 8 KiB every 50 ms: 160 KiB/s
+                sock.sendall(body[start : start + (8 << 10)])
+                time.sleep(0.05)
+            assert sock.recv(64).startswith(b"HTTP/1.1 200")
+        assert wait_until(lambda: sink.count == 40)
+
+
+def test_the_body_rate_settings_are_checked() -> None:
+    """A zero rate or grace is refused at start-up, naming the setting."""
+    for name in ("min_body_rate", "body_grace"):
+        with pytest.raises(ConfigError, match=name):
+            GatewayConfig.from_env({}, **{name: 0})
+
+
+# -- issue 27: shutdown under load ---------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_shutting_down_under_load_logs_no_closed_loop(
+    sink: OtlpSink, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty gateways stopped while eight clients post: no ``Event loop is closed``, logged or not.
+
+    Before issue 27's fix, a connection accepted just before the listener closed was left
+    pending; its handler then called back into the closed loop (3 of 30 shutdowns here).
+    """
+    unraisable: list[str] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(repr(u.exc_value)))
+    caplog.set_level(logging.DEBUG)
+    body = request(plain_trace(1, 50, padding=200)).SerializeToString()
+
+    def posting(port: int, stop: threading.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                post(port, body)
+
+    for _ in range(20):
+        gateway = Gateway(config(sink, grpc="off", http="127.0.0.1:0", decision_wait=0.2))
+        gateway.start()
+        assert gateway.http is not None
+        stop = threading.Event()
+        clients = [
+            threading.Thread(target=posting, args=(gateway.http.port, stop)) for _ in range(8)
+        ]
+        for client in clients:
+            client.start()
+        time.sleep(0.3)
+        gateway.stop()
+        stop.set()
+        for client in clients:
+            client.join()
+    gc.collect()
+    logged = [r.getMessage() + str(r.exc_info) for r in caplog.records]
+    assert not [text for text in logged + unraisable if "Event loop is closed" in text]

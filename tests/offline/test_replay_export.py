@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -112,3 +117,84 @@ def test_large_messages_are_split_and_nothing_is_lost(kind: str) -> None:
         for data in [traces_from_json(m) for _, m in replayer.enriched(result, [source])]
         for r in spans_from_proto(data)
     )
+
+
+# -- issue 27: an endpoint that accepts and never answers ----------------------------------
+
+
+class BlackHole:
+    """A loopback TCP server that accepts every connection, reads nothing and never answers."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.accepted.append(self.server.accept()[0])
+
+    def __enter__(self) -> BlackHole:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.server.close()
+        for sock in self.accepted:
+            sock.close()
+
+    def url(self, kind: str) -> str:
+        """The black hole as an OTLP endpoint of ``kind``."""
+        if kind == "http":
+            return f"http://127.0.0.1:{self.port}/v1/traces"
+        return f"127.0.0.1:{self.port}"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["grpc", "http"])
+def test_a_black_hole_endpoint_is_given_up_by_the_deadline(
+    kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--export-otlp` to an endpoint that never answers ends by --export-deadline, exit 2.
+
+    The attack of issue 27: 6 tries x 10 s for every request, hours for a big capture.
+    """
+    with BlackHole() as hole:
+        started = time.monotonic()
+        code = main(
+            ["replay", str(SOURCES[0]), "--format", "json", "--export-otlp", hole.url(kind),
+             "--export-deadline", "2"]
+        )  # fmt: skip
+        took = time.monotonic() - started
+    captured = capsys.readouterr()
+    assert code == 2
+    assert f"gave up on {hole.url(kind)}" in captured.err
+    assert "--export-deadline" in captured.err
+    assert took < 30  # not 6 x 10 s: the deadline bounds every wait
+    assert json.loads(captured.out)["summary"]["exported"] == 0
+
+
+@pytest.mark.timeout(60)
+def test_the_sender_gives_up_after_one_requests_retries() -> None:
+    """Ten requests to a black hole: only the first is tried (six times), the rest not sent."""
+    data = traces_from_json(json.loads(SOURCES[0].read_text().splitlines()[0]), lambda e: None)
+    per_request = sum(len(ss.spans) for rs in data.resource_spans for ss in rs.scope_spans)
+    with BlackHole() as hole:
+        sender = OtlpSender(hole.url("http"), timeout=0.2, max_request_bytes=data.ByteSize())
+        for _ in range(10):
+            sender.add(data)
+        sender.close()
+        attempts = len(hole.accepted)
+    assert attempts == 6
+    assert sender.sent == 0
+    assert sender.failed == 10 * per_request
+    assert sender.gave_up is not None
+    assert f"{9 * per_request:,} more spans not sent" in sender.errors[-1]
+
+
+def test_a_bad_deadline_is_refused_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--export-deadline 0` is bad usage: exit 2, the flag named, nothing sent."""
+    assert main(["replay", str(SOURCES[0]), "--export-otlp", "x:1", "--export-deadline", "0"]) == 2
+    assert "--export-deadline: expected seconds above 0" in capsys.readouterr().err
