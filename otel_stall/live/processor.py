@@ -246,7 +246,7 @@ class StallSpanProcessor(SpanProcessor):
 
     def run_for(self, ctx: SpanContext) -> Run | None:
         """The run a call made inside the span ``ctx`` belongs to, if it has state (the guard's)."""
-        return self._table.run_for(ctx)
+        return self._table.run_for(ctx.trace_id, ctx.span_id)
 
     def report_error(self, where: str, exc: Exception, *, surface: bool = True) -> Exception | None:
         """Count an internal error and log it once per kind: the processor fails open.
@@ -281,7 +281,7 @@ class StallSpanProcessor(SpanProcessor):
         failure: Exception | None = None
         if self._enabled:
             try:
-                inherit = self._table.started(span)
+                inherit = self._started(span)
                 # The SDK's live span: a read-only proxy of its still-mutable attributes,
                 # whose copy() is a plain dict (cheap to test and to read).
                 attributes = span.attributes.copy()  # type: ignore[union-attr]
@@ -294,7 +294,7 @@ class StallSpanProcessor(SpanProcessor):
                 ):
                     self._classified_start(span, attributes, inherit)
                 elif inherit is not None:
-                    self._table.track(span.get_span_context().span_id, inherit)
+                    self._table.track(span.context.span_id, inherit)
             except Exception as exc:
                 failure = self.report_error("on_start", exc)
         for processor in self._downstream:
@@ -320,7 +320,7 @@ class StallSpanProcessor(SpanProcessor):
         failure: Exception | None = None
         if self._enabled:
             try:
-                node = self._table.span_ended(span)
+                node = self._forget(span)
                 keys = self._role_keys  # None: the conventions' own role() may read any key
                 if (
                     (node is not None and not node.shared)  # an agent, tool or model span at start
@@ -394,25 +394,41 @@ class StallSpanProcessor(SpanProcessor):
 
     # -- start ---------------------------------------------------------------
 
+    def _started(self, span: Span) -> Node | None:
+        """What a starting span inherits from its tracked parent; a root is remembered."""
+        parent = span.parent
+        table = self._table
+        if parent is None:
+            ctx = span.context
+            if ctx is not None:
+                table.root_started(ctx.trace_id, span, ctx)
+            return None
+        if not table.spans:
+            return None  # no agent activity in flight: no parent to look up (reading an id costs)
+        return table.inherit(parent.span_id)
+
+    def _forget(self, span: ReadableSpan) -> Node | None:
+        """Forget an ended span's ancestry; its node, if it was tracked."""
+        table = self._table
+        if not table.spans:
+            return None  # no agent activity in flight: nothing to forget (reading an id costs)
+        ctx = span.context
+        return None if ctx is None else table.span_ended(ctx.span_id)
+
     def _classified_start(
         self, span: Span, attributes: dict[str, Any], inherit: Node | None
     ) -> None:
-        """A span with a role key or an agent's name started: track it by its role."""
+        """A span with a role key or an agent's name started: the run model tracks it."""
         role = self.conventions.span_role(span.name, attributes)
         if role is Role.OTHER:
             # By its name: Google ADK sets agent and model attributes just after the start.
             role = self.conventions.role_by_name(span.name)
-        if role is Role.TOOL:
-            self._table.tool_started(span, inherit)
-        elif role is Role.MODEL:
-            run = self._table.model_started(span, inherit)
-            if inherit is None or not inherit.in_model:  # a nested model span is the same call
-                trace_id = span.get_span_context().trace_id
-                self._model(span, run, trace_id, attributes)  # its round opens now
-        elif role is Role.AGENT:
-            self._table.agent_started(span, inherit)
-        elif inherit is not None:  # role keys, but no role: a plain span after all
-            self._table.track(span.get_span_context().span_id, inherit)
+        ctx = span.get_span_context()
+        opens, run = self._table.start(
+            role, ctx.trace_id, ctx.span_id, inherit, span, ctx, span.parent is None
+        )
+        if opens:  # a model call's round opens now
+            self._model(span, run, ctx.trace_id, attributes)
 
     # -- end -----------------------------------------------------------------
 
@@ -424,24 +440,18 @@ class StallSpanProcessor(SpanProcessor):
         ctx = span.context
         if ctx is None:
             return span
+        parent = span.parent
         if node is None:
-            node = self._table.untracked(span)
+            node = self._table.untracked(None if parent is None else parent.span_id)
         attributes = attribute_dict(span)  # a plain dict: cheap lookups, then the copy's
         role = self.conventions.span_role(span.name, attributes)
-        parent = span.parent
         if node.shared and parent is not None and role is Role.OTHER and not self.settings.redact:
             return span  # role keys, but no role: a plain span after all
         extra = self._detect(span, ctx, role, node, attributes)
-        run = node.owned
-        child = node.child
-        if run is None and child is not None and _runs_inside(child, ctx.span_id):
-            run = child.run  # an agent used as a tool: its run ends with it
-        if parent is None:  # a trace root: its trace's run, if one was made, ends with it
-            trace_run = self._table.root_ended(ctx.trace_id)
-            run = trace_run if run is None else run
+        run = self._table.closing(node, ctx.trace_id, ctx.span_id, parent is None)
         events, dropped = (None, 0) if run is None else self._run_ended(span, run, extra)
         if run is not None and parent is not None and run.report is not None:
-            self._delegate_ended(run.report, node.run, ctx.trace_id, span.end_time or 0)
+            self._delegate_ended(run.report, node, ctx.trace_id, span.end_time or 0)
         redacting = self.settings.redact
         if redacting:
             redact(attributes, self._content_keys)
@@ -507,7 +517,8 @@ class StallSpanProcessor(SpanProcessor):
         feeds the session's run.
         """
         session = None if run is not None else self.conventions.session(attributes)
-        return self._table.use(run, trace_id, span.parent, session)
+        parent = span.parent
+        return self._table.use(run, trace_id, None if parent is None else parent.span_id, session)
 
     def _tool(
         self,
@@ -582,10 +593,10 @@ class StallSpanProcessor(SpanProcessor):
         Returns the copy's events, and how many more events were dropped.
         """
         when = span.end_time or 0
-        if run.receivers:  # the runs its handoffs gave away end with it
-            for receiver in self._table.receivers_ended(run):
-                self._finish_receiver(receiver, when)
-        if not self._table.end_run(run):
+        receivers, used = self._table.close(run)
+        for receiver in receivers:  # the runs its handoffs gave away end with it
+            self._finish_receiver(receiver, when)
+        if not used:
             return None, 0  # never used: an agent span with no tool or model call
         report, new = self._close(run, span, when)
         run.span = None
@@ -596,17 +607,15 @@ class StallSpanProcessor(SpanProcessor):
             self._deliver(new, run, when)
         return self._run_events(span, run)
 
-    def _delegate_ended(
-        self, report: RunReport, parent: Run | None, trace_id: int, when: int
-    ) -> None:
-        """A sub-agent run ended: its parent run (``None``: the trace's) learns if it stalled.
+    def _delegate_ended(self, report: RunReport, node: Node, trace_id: int, when: int) -> None:
+        """A sub-agent run ended: the run its agent span sits in learns if it stalled.
 
         Only a parent run that has started (has a detector) and is still open, as
         the batch analysis feeds it.
         """
         if report.verdict is Verdict.OK:
             return
-        up = parent if parent is not None else self._table.trace_run(trace_id)
+        up = self._table.delegate_parent(node, trace_id)
         if up is None:
             return
         agent = report.attributes.get("agent")
@@ -808,7 +817,7 @@ def _run_context(run: Run) -> Context:
 
     A trace run whose root was never seen here has only its trace id.
     """
-    span_context = run.context or SpanContext(run.trace_id, run.span_id or 0, False)
+    span_context = run.context or SpanContext(int(run.trace_id), int(run.span_id or 0), False)  # type: ignore[call-overload]
     return set_span_in_context(NonRecordingSpan(span_context))
 
 
@@ -825,11 +834,6 @@ def _report_attributes(run: Run, span: ReadableSpan | None) -> dict[str, Any]:
         "run_span_id": None if ctx is None else format(ctx.span_id, "016x"),
         "agent": agent_name(attributes) if attributes and run.span_id else None,
     }
-
-
-def _runs_inside(child: Node, span_id: int) -> bool:
-    """Whether a tool span's child node holds the run the tool span itself is the run span of."""
-    return child.run is not None and child.run.span_id == span_id
 
 
 def _finding_key(event: Event) -> tuple[Any, ...]:
