@@ -478,17 +478,23 @@ class RunTable:
         """
         run = node.owned
         child = node.child
-        if run is None and child is not None and child.run is not None:
-            if child.run.span_id == span_id:
-                run = child.run  # an agent used as a tool: its run ends with it
+        if (
+            run is None
+            and child is not None
+            and child.run is not None
+            and child.run.span_id == span_id
+        ):
+            run = child.run  # an agent used as a tool: its run ends with it
         if root:
             trace_run = self.root_ended(trace_id)
             run = trace_run if run is None else run
         return run
 
     def close(self, run: Run) -> tuple[list[Run], bool]:
-        """A run span ended: the runs its handoffs gave away (to finish first), and
-        whether the run itself was used (has anything to finish)."""
+        """A run span ended: the runs its handoffs gave away, and whether it was used.
+
+        The receivers are finished first; an unused run has nothing to finish.
+        """
         receivers = self.receivers_ended(run) if run.receivers else []
         return receivers, self.end_run(run)
 
@@ -820,17 +826,17 @@ def _remember(ended: OrderedDict[SpanId, None], key: SpanId) -> None:
 
 __all__ = [
     "CALL_BYTES",
-    "KeyOf",
-    "Role",
-    "SpanId",
-    "hex_run_key",
-    "text_run_key",
     "ENDED_ROOTS",
     "PENDING_FINDINGS",
     "RUN_BYTES",
     "SPAN_BYTES",
     "TOUCH",
+    "KeyOf",
     "Node",
+    "Role",
     "Run",
     "RunTable",
+    "SpanId",
+    "hex_run_key",
+    "text_run_key",
 ]
