@@ -61,7 +61,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, set_span_in_conte
 from otel_stall.conventions import Conventions, Role, agent_name
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import Finding, RunReport, Status, Verdict
+from otel_stall.core.records import Finding, ModelCall, RunReport, Status, Verdict
 from otel_stall.core.stall_attributes import (
     finding_event_attributes,
     run_span_attributes,
@@ -444,7 +444,9 @@ class StallSpanProcessor(SpanProcessor):
         if node is None:
             node = self._table.untracked(None if parent is None else parent.span_id)
         attributes = attribute_dict(span)  # a plain dict: cheap lookups, then the copy's
-        role = self.conventions.span_role(span.name, attributes)
+        # A model span at its start is one at its end: classified once (its attributes are
+        # read once, for its call's record, below).
+        role = node.role if node.role is Role.MODEL else self._role(span.name, attributes)
         if node.shared and parent is not None and role is Role.OTHER and not self.settings.redact:
             return span  # role keys, but no role: a plain span after all
         extra = self._detect(span, ctx, role, node, attributes)
@@ -459,6 +461,9 @@ class StallSpanProcessor(SpanProcessor):
         elif not extra and events is None:
             return span
         return enrich(span, attributes, extra, self._limits, events, dropped, redacted=redacting)
+
+    def _role(self, name: str, attributes: dict[str, Any]) -> Role:
+        return self.conventions.span_role(name, attributes)
 
     def _root_end(self, span: ReadableSpan) -> ReadableSpan:
         """A plain trace root ended: its trace's run, if one was made, ends with it."""
@@ -558,8 +563,10 @@ class StallSpanProcessor(SpanProcessor):
         run = self._use(run, trace_id, span, attributes)
         if run is None:
             return
-        call = self.conventions.model_call(span_record(span), run.run_key)
         when = span.start_time or 0
+        # A round opens at the call's start, and the detector reads only when: the call's
+        # outcome, usage and output are read once, from the one record made at its end.
+        call = ModelCall(run.run_key, None, when)
         with run.lock:
             if run.closed:
                 return
