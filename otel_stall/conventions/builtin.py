@@ -26,7 +26,7 @@ from otel_stall.conventions.content import (
 from otel_stall.conventions.mappings import BUILTIN, SpanConvention
 from otel_stall.core.config import env_field, parse_names, resolve
 from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall
-from otel_stall.core.runs import Role
+from otel_stall.core.run_state import Role
 from otel_stall.semconv import ErrorAttributes as Err
 from otel_stall.semconv import GenAIAttributes as GenAI
 from otel_stall.semconv import GenAIOperation as Op

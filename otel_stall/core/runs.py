@@ -40,7 +40,6 @@ from otel_stall.core.records import handoff_run_key, session_run_key
 from otel_stall.core.run_state import (
     CALL_BYTES,
     ENDED_ROOTS,
-    PENDING_FINDINGS,
     RUN_BYTES,
     SPAN_BYTES,
     TOUCH,
@@ -50,7 +49,6 @@ from otel_stall.core.run_state import (
     Run,
     SpanId,
     hex_run_key,
-    text_run_key,
 )
 
 
@@ -606,19 +604,4 @@ def _remember(ended: OrderedDict[SpanId, None], key: SpanId) -> None:
         ended.popitem(last=False)
 
 
-__all__ = [
-    "CALL_BYTES",
-    "ENDED_ROOTS",
-    "PENDING_FINDINGS",
-    "RUN_BYTES",
-    "SPAN_BYTES",
-    "TOUCH",
-    "KeyOf",
-    "Node",
-    "Role",
-    "Run",
-    "RunTable",
-    "SpanId",
-    "hex_run_key",
-    "text_run_key",
-]
+__all__ = ["RunTable"]

@@ -16,9 +16,10 @@ run's root) is forwarded as the very same object after one set test;
 otherwise it is classified, a tool span is fed to its run's detector, a run
 span closes its run, and downstream gets the enriched copy.
 
-Semantics match :mod:`otel_stall.offline.analysis` (the batch analysis used by replay and
-the gateway), so a complete trace gets the same verdicts and attributes live
-and after the fact:
+Which run a call feeds is decided by the one run model, :mod:`otel_stall.core.runs`,
+which replay and the gateway drive too (:mod:`otel_stall.offline.order` feeds it a
+trace's starts and ends as this processor sees them), so a complete trace gets the
+same verdicts and attributes live and after the fact:
 
 * a run is the nearest ancestor agent span, else the trace, whose root span
   then plays the run span;
@@ -33,8 +34,7 @@ Ancestry is tracked from ``on_start`` using the attributes a span has when it
 starts (the GenAI conventions ask instrumentations to set
 ``gen_ai.operation.name`` at creation for this reason). Where a span belongs
 (open runs, ancestry, trace roots, and the TTL, run and span bounds) lives in
-:mod:`otel_stall.live.run_table`; this module decides what a span means and
-what downstream sees.
+that model; this module decides what a span is and what downstream sees.
 
 Concurrency: the run table's lock is held only for dict operations; each run
 has its own lock that serialises its detector. Hashing, downstream calls and

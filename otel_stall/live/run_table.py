@@ -4,26 +4,7 @@ Kept as the live side's name for it: :mod:`otel_stall.live.guard` reads runs
 through it, and the live processor drives it from ``on_start`` and ``on_end``.
 """
 
-from otel_stall.core.runs import (
-    CALL_BYTES,
-    ENDED_ROOTS,
-    PENDING_FINDINGS,
-    RUN_BYTES,
-    SPAN_BYTES,
-    TOUCH,
-    Node,
-    Run,
-    RunTable,
-)
+from otel_stall.core.run_state import Node, Run
+from otel_stall.core.runs import RunTable
 
-__all__ = [
-    "CALL_BYTES",
-    "ENDED_ROOTS",
-    "PENDING_FINDINGS",
-    "RUN_BYTES",
-    "SPAN_BYTES",
-    "TOUCH",
-    "Node",
-    "Run",
-    "RunTable",
-]
+__all__ = ["Node", "Run", "RunTable"]

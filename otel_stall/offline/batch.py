@@ -27,7 +27,8 @@ from otel_stall.core.records import (
     Verdict,
     session_run_key,
 )
-from otel_stall.core.runs import Node, Role, Run, RunTable, text_run_key
+from otel_stall.core.run_state import Node, Role, Run, text_run_key
+from otel_stall.core.runs import RunTable
 from otel_stall.core.signing import Digests
 from otel_stall.core.stall_attributes import (
     AttributeValue,

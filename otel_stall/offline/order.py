@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 from typing import Final
 
-from otel_stall.core.runs import Role
+from otel_stall.core.run_state import Role
 from otel_stall.offline.batch import BatchRuns, TraceSpans
 
 _WALKING: Final = "\x00walking"
