@@ -49,16 +49,16 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Final
 
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits, SpanProcessor
-from opentelemetry.trace import NonRecordingSpan, SpanContext, set_span_in_context
+from opentelemetry.trace import SpanContext
 
-from otel_stall.conventions import Conventions, Role, agent_name
+from otel_stall.conventions import Conventions, Role
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import Finding, ModelCall, RunReport, Status, Verdict
@@ -69,7 +69,6 @@ from otel_stall.core.stall_attributes import (
 )
 from otel_stall.live.enriched import (
     attribute_dict,
-    bounded_event,
     copy_span,
     enrich,
     redact,
@@ -77,36 +76,22 @@ from otel_stall.live.enriched import (
     span_record,
 )
 from otel_stall.live.guard import StallGuard
-from otel_stall.live.log_events import API_EMITS_EVENTS, FindingEvents
+from otel_stall.live.log_events import FindingEvents
+from otel_stall.live.run_span import (
+    ProcessorStats,
+    call_cap,
+    leave_on_span,
+    report_attributes,
+    resolved_settings,
+    run_context,
+    run_events,
+)
 from otel_stall.live.run_table import Node, Run, RunTable
 from otel_stall.live.settings import ProcessorSettings
 from otel_stall.metrics import StallMetrics
 from otel_stall.semconv import StallEventAttributes
 
 logger = logging.getLogger("otel_stall")
-
-RunEvents = tuple[list[Event] | None, int]
-"""A run span's events for its copy (``None``: its own), and how many more were dropped."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessorStats:
-    """A snapshot of the processor's state, for health checks and tests."""
-
-    active_runs: int
-    """Runs currently tracked (with at least one tool or model call)."""
-    tracked_spans: int
-    """Open spans whose ancestry is remembered (open trace roots included)."""
-    finished_runs: int
-    """Runs finished because their run span ended."""
-    evicted_runs: int
-    """Runs finished early by the TTL or the ``max_runs`` bound."""
-    forgotten_spans: int
-    """Open spans dropped from the ancestry map by the ``max_tracked_spans`` bound."""
-    errors: int
-    """Internal errors caught (the processor failed open)."""
-    bytes_held: int = 0
-    """Estimated bytes of the tracked runs and spans, bounded by ``max_state_bytes``."""
 
 
 class StallSpanProcessor(SpanProcessor):
@@ -139,7 +124,7 @@ class StallSpanProcessor(SpanProcessor):
             "run_ttl_seconds": run_ttl,
             "raise_errors": raise_errors,
         }
-        settings = _resolved(settings, explicit)
+        settings = resolved_settings(settings, explicit)
         self.settings: Final = settings
         self.policy: Final = policy or StallPolicy.from_env()
         self.conventions: Final = conventions or Conventions.from_env()
@@ -168,7 +153,7 @@ class StallSpanProcessor(SpanProcessor):
             clock=clock or time.monotonic,
             on_evict=self._finish_evicted,
             max_bytes=settings.max_state_bytes,
-            call_cap=_call_cap(settings, self.policy),
+            call_cap=call_cap(settings, self.policy),
         )
         self._error_lock = threading.Lock()
         self._errors = 0
@@ -594,7 +579,9 @@ class StallSpanProcessor(SpanProcessor):
         if findings:
             self._deliver(findings, run, call.end_ns)
 
-    def _run_ended(self, span: ReadableSpan, run: Run, extra: dict[str, Any]) -> RunEvents:
+    def _run_ended(
+        self, span: ReadableSpan, run: Run, extra: dict[str, Any]
+    ) -> tuple[list[Event] | None, int]:
         """Close the run whose run span this is, if it was used; ``extra`` gets its attributes.
 
         Returns the copy's events, and how many more events were dropped.
@@ -612,7 +599,7 @@ class StallSpanProcessor(SpanProcessor):
         extra.update(run_span_attributes(report))
         if new:
             self._deliver(new, run, when)
-        return self._run_events(span, run)
+        return run_events(span, run, self._limits)
 
     def _delegate_ended(self, report: RunReport, node: Node, trace_id: int, when: int) -> None:
         """A sub-agent run ended: the run its agent span sits in learns if it stalled.
@@ -643,31 +630,6 @@ class StallSpanProcessor(SpanProcessor):
             self._deliver(new, run, when)
         run.release()
 
-    def _run_events(self, span: ReadableSpan, run: Run) -> tuple[list[Event], int]:
-        """The span's events plus the run's findings that could not go on it while open.
-
-        Within the SDK's event limit, as if they had been added live: the oldest
-        make way, and are counted as dropped (with those ``pending`` had no room for).
-        """
-        events = list(span.events)
-        with run.lock:
-            pending = list(run.pending or ())
-            dropped = run.pending_dropped
-        if pending:
-            present = {_finding_key(e) for e in events if e.name == StallEventAttributes.EVENT_NAME}
-            for when, finding in pending:
-                if (when, finding.kind.value, finding.seq) not in present:
-                    attributes = finding_event_attributes(finding)
-                    event = bounded_event(
-                        StallEventAttributes.EVENT_NAME, attributes, when, self._limits
-                    )
-                    events.append(event)
-        limit = self._limits.max_events
-        if limit is not None and len(events) > limit:
-            dropped += len(events) - limit
-            del events[: len(events) - limit]
-        return events, dropped
-
     # -- detection -----------------------------------------------------------
 
     def _finish_evicted(self, run: Run) -> None:
@@ -680,7 +642,7 @@ class StallSpanProcessor(SpanProcessor):
         span = run.span
         report = self._finish_early(run)
         if span is not None and report is not None:
-            _leave_on_span(span, run, report)
+            leave_on_span(span, run, report)
         run.release()
 
     def _finish_early(self, run: Run) -> RunReport | None:
@@ -709,8 +671,8 @@ class StallSpanProcessor(SpanProcessor):
             new = report.findings[max(0, len(report.findings) - fired) :] if fired else ()
             if new:
                 self._fired(run, new, when)
-            run.report = report = replace(report, attributes=_report_attributes(run, span))
-        self._metrics.record_run(report, _run_context(run))
+            run.report = report = replace(report, attributes=report_attributes(run, span))
+        self._metrics.record_run(report, run_context(run))
         return report, new
 
     def _detector(self, run: Run) -> RunDetector:
@@ -737,7 +699,7 @@ class StallSpanProcessor(SpanProcessor):
 
     def _deliver(self, findings: Iterable[Finding], run: Run, when: int) -> None:
         """Outside every lock: log-based events, metrics and the user's callback."""
-        context = _run_context(run)
+        context = run_context(run)
         for finding in findings:
             if self._log_events is not None:
                 self._guarded("log-based event", self._log_events.emit, finding, context, when)
@@ -774,80 +736,6 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _resolved(settings: ProcessorSettings | None, explicit: dict[str, Any]) -> ProcessorSettings:
-    """The settings given (or from the environment), with the explicit arguments on top.
-
-    Log-based events need opentelemetry-api 1.39: on an older API findings stay span
-    events, and the user is told why.
-    """
-    if settings is None:
-        settings = ProcessorSettings.from_env(None, **explicit)
-    else:
-        given = {k: v for k, v in explicit.items() if v is not None}
-        settings = replace(settings, **given) if given else settings
-    if settings.event_signal != "span" and not API_EMITS_EVENTS:
-        logger.error(
-            "otel-stall: event_signal=%r needs opentelemetry-api 1.39 or later (its Logs "
-            "API emits named events), so stall.detected stays a span event. Upgrade "
-            "opentelemetry-api and opentelemetry-sdk, or leave OTEL_STALL_EVENT_SIGNAL unset.",
-            settings.event_signal,
-        )
-        settings = replace(settings, event_signal="span")
-    return settings
-
-
-def _leave_on_span(span: Span, run: Run, report: RunReport) -> None:
-    """An evicted run's report and waiting findings, on its open run span (as a copy has them)."""
-    if not span.is_recording():
-        return
-    with run.lock:
-        pending = list(run.pending or ())
-    span.set_attributes(run_span_attributes(report))
-    for when, finding in pending:
-        attributes = finding_event_attributes(finding)
-        span.add_event(StallEventAttributes.EVENT_NAME, attributes, timestamp=when)
-
-
-def _call_cap(settings: ProcessorSettings, policy: StallPolicy) -> int | None:
-    """Calls past which a run's memory stops growing: its report and remembered calls are full.
-
-    The rules forget every ``max_remembered_calls`` calls, so they hold up to twice that.
-    """
-    memory = policy.max_remembered_calls
-    return None if memory is None else max(settings.run_report_size, 2 * memory)
-
-
-def _run_context(run: Run) -> Context:
-    """A context whose span is the run span: log records and exemplars point at the run.
-
-    A trace run whose root was never seen here has only its trace id.
-    """
-    span_context = run.context or SpanContext(int(run.trace_id), int(run.span_id or 0), False)  # type: ignore[call-overload]
-    return set_span_in_context(NonRecordingSpan(span_context))
-
-
-def _report_attributes(run: Run, span: ReadableSpan | None) -> dict[str, Any]:
-    """What a finished run's report says about where it ran."""
-    if run.session is not None:  # no span spans it, and its calls span many traces
-        return {"trace_id": None, "run_span_id": None, "agent": None, "session": run.session}
-    if run.owner is not None:  # a handoff's receiving agent: no span of its own
-        return {"trace_id": run.run_key[0], "run_span_id": None, "agent": run.run_key[-1]}
-    attributes = span.attributes if span is not None else None
-    ctx = span.context if span is not None else None
-    return {
-        "trace_id": run.run_key[0],
-        "run_span_id": None if ctx is None else format(ctx.span_id, "016x"),
-        "agent": agent_name(attributes) if attributes and run.span_id else None,
-    }
-
-
-def _finding_key(event: Event) -> tuple[Any, ...]:
-    """A ``stall.detected`` event's time, kind and sequence: what tells findings apart."""
-    attributes = event.attributes or {}
-    kind, seq = attributes.get(StallEventAttributes.KIND), attributes.get(StallEventAttributes.SEQ)
-    return event.timestamp, kind, seq
 
 
 __all__ = ["ProcessorStats", "StallSpanProcessor", "copy_span", "span_record"]
