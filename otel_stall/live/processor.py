@@ -16,25 +16,14 @@ run's root) is forwarded as the very same object after one set test;
 otherwise it is classified, a tool span is fed to its run's detector, a run
 span closes its run, and downstream gets the enriched copy.
 
-Which run a call feeds is decided by the one run model, :mod:`otel_stall.core.runs`,
-which replay and the gateway drive too (:mod:`otel_stall.offline.order` feeds it a
-trace's starts and ends as this processor sees them), so a complete trace gets the
-same verdicts and attributes live and after the fact:
-
-* a run is the nearest ancestor agent span, else the trace, whose root span
-  then plays the run span;
-* a tool span nested inside another tool span is the same call seen twice:
-  only the outermost one counts;
-* model calls open a round when they start, tool calls are fed when they end;
-* findings fired while the run span is open become ``stall.detected`` events
-  on it; findings fired when the last round closes at run end go on its copy
-  (and each can be a log record instead, or as well: :mod:`otel_stall.live.log_events`).
-
-Ancestry is tracked from ``on_start`` using the attributes a span has when it
-starts (the GenAI conventions ask instrumentations to set
-``gen_ai.operation.name`` at creation for this reason). Where a span belongs
-(open runs, ancestry, trace roots, and the TTL, run and span bounds) lives in
-that model; this module decides what a span is and what downstream sees.
+Which run a call feeds is decided by the one run model, :mod:`otel_stall.core.runs`
+(its rules are listed there), which replay and the gateway drive too, so a complete
+trace gets the same verdicts and attributes live and after the fact. Model calls
+open a round when they start, tool calls are fed when they end. Findings fired while
+the run span is open become ``stall.detected`` events on it; those fired as the run
+ends go on its copy (or are log records: :mod:`otel_stall.live.log_events`). Ancestry
+is tracked from ``on_start`` with the attributes a span has when it starts (the GenAI
+conventions ask for ``gen_ai.operation.name`` at creation for this reason).
 
 Concurrency: the run table's lock is held only for dict operations; each run
 has its own lock that serialises its detector. Hashing, downstream calls and
@@ -431,7 +420,11 @@ class StallSpanProcessor(SpanProcessor):
         attributes = attribute_dict(span)  # a plain dict: cheap lookups, then the copy's
         # A model span at its start is one at its end: classified once (its attributes are
         # read once, for its call's record, below).
-        role = node.role if node.role is Role.MODEL else self._role(span.name, attributes)
+        role = (
+            node.role
+            if node.role is Role.MODEL
+            else self.conventions.span_role(span.name, attributes)
+        )
         if node.shared and parent is not None and role is Role.OTHER and not self.settings.redact:
             return span  # role keys, but no role: a plain span after all
         extra = self._detect(span, ctx, role, node, attributes)
@@ -446,9 +439,6 @@ class StallSpanProcessor(SpanProcessor):
         elif not extra and events is None:
             return span
         return enrich(span, attributes, extra, self._limits, events, dropped, redacted=redacting)
-
-    def _role(self, name: str, attributes: dict[str, Any]) -> Role:
-        return self.conventions.span_role(name, attributes)
 
     def _root_end(self, span: ReadableSpan) -> ReadableSpan:
         """A plain trace root ended: its trace's run, if one was made, ends with it."""
