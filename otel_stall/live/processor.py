@@ -540,7 +540,9 @@ class StallSpanProcessor(SpanProcessor):
             return
         when = span.start_time or 0
         # A round opens at the call's start, and the detector reads only when: the call's
-        # outcome, usage and output are read once, from the one record made at its end.
+        # outcome, usage and output are read once, from the one record made at its end
+        # (callgrind, a chat span with usage through this processor, no downstream: 471k
+        # instructions a span with a record and a reading at each end, 318k with one).
         call = ModelCall(run.run_key, None, when)
         with run.lock:
             if run.closed:
