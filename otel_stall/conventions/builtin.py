@@ -9,7 +9,6 @@ same records whichever way the spans arrive.
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -27,6 +26,7 @@ from otel_stall.conventions.content import (
 from otel_stall.conventions.mappings import BUILTIN, SpanConvention
 from otel_stall.core.config import env_field, parse_names, resolve
 from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall
+from otel_stall.core.run_state import Role
 from otel_stall.semconv import ErrorAttributes as Err
 from otel_stall.semconv import GenAIAttributes as GenAI
 from otel_stall.semconv import GenAIOperation as Op
@@ -38,15 +38,6 @@ from otel_stall.semconv import VercelAIAttributes as AI
 STATUS_UNSET: Final = 0
 STATUS_OK: Final = 1
 STATUS_ERROR: Final = 2
-
-
-class Role(enum.IntEnum):
-    """What a span is to the detector."""
-
-    OTHER = 0
-    TOOL = 1
-    MODEL = 2
-    AGENT = 3
 
 
 @dataclass(slots=True)

@@ -128,6 +128,22 @@ def _flattened_text(attrs: Mapping[str, Any], prefix: str, suffixes: tuple[str, 
     ]
 
 
+def _flattened(attrs: Mapping[str, Any]) -> list[str]:
+    """OpenInference's and OpenLLMetry's flattened output, if a key of theirs is there.
+
+    One pass over the keys first: most model spans hold neither, and the sorted
+    reads would sort every attribute of the span twice for nothing.
+    """
+    prefixes = (_OI_OUTPUT_PREFIX, _TL_COMPLETION_PREFIX)
+    for key in attrs:
+        if key.startswith(prefixes):
+            break
+    else:
+        return []
+    texts = _flattened_text(attrs, _OI_OUTPUT_PREFIX, (".message.content", ".text"))
+    return texts + _flattened_text(attrs, _TL_COMPLETION_PREFIX, (".content",))
+
+
 def _blocks_text(blocks: list[Any]) -> list[str]:
     """Content blocks: ``{"text": ...}`` (Strands, Bedrock), ``{"type": "text", ...}``, text."""
     texts: list[str] = []
@@ -186,8 +202,7 @@ def output_text(attrs: Mapping[str, Any], choices: Sequence[Any] = ()) -> str | 
         _genai_text(attrs.get(GenAI.OUTPUT_MESSAGES)) if GenAI.OUTPUT_MESSAGES in attrs else None
     )
     if texts is None:
-        texts = _flattened_text(attrs, _OI_OUTPUT_PREFIX, (".message.content", ".text"))
-        texts += _flattened_text(attrs, _TL_COMPLETION_PREFIX, (".content",))
+        texts = _flattened(attrs)
     if not any(texts) and choices:
         texts = [text for choice in choices for text in _choice_text(choice)]
     text = " ".join(t for t in texts if t)

@@ -16,25 +16,14 @@ run's root) is forwarded as the very same object after one set test;
 otherwise it is classified, a tool span is fed to its run's detector, a run
 span closes its run, and downstream gets the enriched copy.
 
-Semantics match :mod:`otel_stall.offline.analysis` (the batch analysis used by replay and
-the gateway), so a complete trace gets the same verdicts and attributes live
-and after the fact:
-
-* a run is the nearest ancestor agent span, else the trace, whose root span
-  then plays the run span;
-* a tool span nested inside another tool span is the same call seen twice:
-  only the outermost one counts;
-* model calls open a round when they start, tool calls are fed when they end;
-* findings fired while the run span is open become ``stall.detected`` events
-  on it; findings fired when the last round closes at run end go on its copy
-  (and each can be a log record instead, or as well: :mod:`otel_stall.live.log_events`).
-
-Ancestry is tracked from ``on_start`` using the attributes a span has when it
-starts (the GenAI conventions ask instrumentations to set
-``gen_ai.operation.name`` at creation for this reason). Where a span belongs
-(open runs, ancestry, trace roots, and the TTL, run and span bounds) lives in
-:mod:`otel_stall.live.run_table`; this module decides what a span means and
-what downstream sees.
+Which run a call feeds is decided by the one run model, :mod:`otel_stall.core.runs`
+(its rules are listed there), which replay and the gateway drive too, so a complete
+trace gets the same verdicts and attributes live and after the fact. Model calls
+open a round when they start, tool calls are fed when they end. Findings fired while
+the run span is open become ``stall.detected`` events on it; those fired as the run
+ends go on its copy (or are log records: :mod:`otel_stall.live.log_events`). Ancestry
+is tracked from ``on_start`` with the attributes a span has when it starts (the GenAI
+conventions ask for ``gen_ai.operation.name`` at creation for this reason).
 
 Concurrency: the run table's lock is held only for dict operations; each run
 has its own lock that serialises its detector. Hashing, downstream calls and
@@ -49,19 +38,19 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Final
 
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits, SpanProcessor
-from opentelemetry.trace import NonRecordingSpan, SpanContext, set_span_in_context
+from opentelemetry.trace import SpanContext
 
-from otel_stall.conventions import Conventions, Role, agent_name
+from otel_stall.conventions import Conventions, Role
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import Finding, RunReport, Status, Verdict
+from otel_stall.core.records import Finding, ModelCall, RunReport, Status, Verdict
 from otel_stall.core.stall_attributes import (
     finding_event_attributes,
     run_span_attributes,
@@ -69,7 +58,6 @@ from otel_stall.core.stall_attributes import (
 )
 from otel_stall.live.enriched import (
     attribute_dict,
-    bounded_event,
     copy_span,
     enrich,
     redact,
@@ -77,36 +65,22 @@ from otel_stall.live.enriched import (
     span_record,
 )
 from otel_stall.live.guard import StallGuard
-from otel_stall.live.log_events import API_EMITS_EVENTS, FindingEvents
+from otel_stall.live.log_events import FindingEvents
+from otel_stall.live.run_span import (
+    ProcessorStats,
+    call_cap,
+    leave_on_span,
+    report_attributes,
+    resolved_settings,
+    run_context,
+    run_events,
+)
 from otel_stall.live.run_table import Node, Run, RunTable
 from otel_stall.live.settings import ProcessorSettings
 from otel_stall.metrics import StallMetrics
 from otel_stall.semconv import StallEventAttributes
 
 logger = logging.getLogger("otel_stall")
-
-RunEvents = tuple[list[Event] | None, int]
-"""A run span's events for its copy (``None``: its own), and how many more were dropped."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessorStats:
-    """A snapshot of the processor's state, for health checks and tests."""
-
-    active_runs: int
-    """Runs currently tracked (with at least one tool or model call)."""
-    tracked_spans: int
-    """Open spans whose ancestry is remembered (open trace roots included)."""
-    finished_runs: int
-    """Runs finished because their run span ended."""
-    evicted_runs: int
-    """Runs finished early by the TTL or the ``max_runs`` bound."""
-    forgotten_spans: int
-    """Open spans dropped from the ancestry map by the ``max_tracked_spans`` bound."""
-    errors: int
-    """Internal errors caught (the processor failed open)."""
-    bytes_held: int = 0
-    """Estimated bytes of the tracked runs and spans, bounded by ``max_state_bytes``."""
 
 
 class StallSpanProcessor(SpanProcessor):
@@ -139,7 +113,7 @@ class StallSpanProcessor(SpanProcessor):
             "run_ttl_seconds": run_ttl,
             "raise_errors": raise_errors,
         }
-        settings = _resolved(settings, explicit)
+        settings = resolved_settings(settings, explicit)
         self.settings: Final = settings
         self.policy: Final = policy or StallPolicy.from_env()
         self.conventions: Final = conventions or Conventions.from_env()
@@ -168,7 +142,7 @@ class StallSpanProcessor(SpanProcessor):
             clock=clock or time.monotonic,
             on_evict=self._finish_evicted,
             max_bytes=settings.max_state_bytes,
-            call_cap=_call_cap(settings, self.policy),
+            call_cap=call_cap(settings, self.policy),
         )
         self._error_lock = threading.Lock()
         self._errors = 0
@@ -246,7 +220,7 @@ class StallSpanProcessor(SpanProcessor):
 
     def run_for(self, ctx: SpanContext) -> Run | None:
         """The run a call made inside the span ``ctx`` belongs to, if it has state (the guard's)."""
-        return self._table.run_for(ctx)
+        return self._table.run_for(ctx.trace_id, ctx.span_id)
 
     def report_error(self, where: str, exc: Exception, *, surface: bool = True) -> Exception | None:
         """Count an internal error and log it once per kind: the processor fails open.
@@ -281,7 +255,7 @@ class StallSpanProcessor(SpanProcessor):
         failure: Exception | None = None
         if self._enabled:
             try:
-                inherit = self._table.started(span)
+                inherit = self._started(span)
                 # The SDK's live span: a read-only proxy of its still-mutable attributes,
                 # whose copy() is a plain dict (cheap to test and to read).
                 attributes = span.attributes.copy()  # type: ignore[union-attr]
@@ -294,7 +268,7 @@ class StallSpanProcessor(SpanProcessor):
                 ):
                     self._classified_start(span, attributes, inherit)
                 elif inherit is not None:
-                    self._table.track(span.get_span_context().span_id, inherit)
+                    self._table.track(span.context.span_id, inherit)
             except Exception as exc:
                 failure = self.report_error("on_start", exc)
         for processor in self._downstream:
@@ -320,7 +294,7 @@ class StallSpanProcessor(SpanProcessor):
         failure: Exception | None = None
         if self._enabled:
             try:
-                node = self._table.span_ended(span)
+                node = self._forget(span)
                 keys = self._role_keys  # None: the conventions' own role() may read any key
                 if (
                     (node is not None and not node.shared)  # an agent, tool or model span at start
@@ -394,25 +368,41 @@ class StallSpanProcessor(SpanProcessor):
 
     # -- start ---------------------------------------------------------------
 
+    def _started(self, span: Span) -> Node | None:
+        """What a starting span inherits from its tracked parent; a root is remembered."""
+        parent = span.parent
+        table = self._table
+        if parent is None:
+            ctx = span.context
+            if ctx is not None:
+                table.root_started(ctx.trace_id, span, ctx)
+            return None
+        if not table.spans:
+            return None  # no agent activity in flight: no parent to look up (reading an id costs)
+        return table.inherit(parent.span_id)
+
+    def _forget(self, span: ReadableSpan) -> Node | None:
+        """Forget an ended span's ancestry; its node, if it was tracked."""
+        table = self._table
+        if not table.spans:
+            return None  # no agent activity in flight: nothing to forget (reading an id costs)
+        ctx = span.context
+        return None if ctx is None else table.span_ended(ctx.span_id)
+
     def _classified_start(
         self, span: Span, attributes: dict[str, Any], inherit: Node | None
     ) -> None:
-        """A span with a role key or an agent's name started: track it by its role."""
+        """A span with a role key or an agent's name started: the run model tracks it."""
         role = self.conventions.span_role(span.name, attributes)
         if role is Role.OTHER:
             # By its name: Google ADK sets agent and model attributes just after the start.
             role = self.conventions.role_by_name(span.name)
-        if role is Role.TOOL:
-            self._table.tool_started(span, inherit)
-        elif role is Role.MODEL:
-            run = self._table.model_started(span, inherit)
-            if inherit is None or not inherit.in_model:  # a nested model span is the same call
-                trace_id = span.get_span_context().trace_id
-                self._model(span, run, trace_id, attributes)  # its round opens now
-        elif role is Role.AGENT:
-            self._table.agent_started(span, inherit)
-        elif inherit is not None:  # role keys, but no role: a plain span after all
-            self._table.track(span.get_span_context().span_id, inherit)
+        ctx = span.get_span_context()
+        opens, run = self._table.start(
+            role, ctx.trace_id, ctx.span_id, inherit, span, ctx, span.parent is None
+        )
+        if opens:  # a model call's round opens now
+            self._model(span, run, ctx.trace_id, attributes)
 
     # -- end -----------------------------------------------------------------
 
@@ -424,24 +414,24 @@ class StallSpanProcessor(SpanProcessor):
         ctx = span.context
         if ctx is None:
             return span
-        if node is None:
-            node = self._table.untracked(span)
-        attributes = attribute_dict(span)  # a plain dict: cheap lookups, then the copy's
-        role = self.conventions.span_role(span.name, attributes)
         parent = span.parent
+        if node is None:
+            node = self._table.untracked(None if parent is None else parent.span_id)
+        attributes = attribute_dict(span)  # a plain dict: cheap lookups, then the copy's
+        # A model span at its start is one at its end: classified once (its attributes are
+        # read once, for its call's record, below).
+        role = (
+            node.role
+            if node.role is Role.MODEL
+            else self.conventions.span_role(span.name, attributes)
+        )
         if node.shared and parent is not None and role is Role.OTHER and not self.settings.redact:
             return span  # role keys, but no role: a plain span after all
         extra = self._detect(span, ctx, role, node, attributes)
-        run = node.owned
-        child = node.child
-        if run is None and child is not None and _runs_inside(child, ctx.span_id):
-            run = child.run  # an agent used as a tool: its run ends with it
-        if parent is None:  # a trace root: its trace's run, if one was made, ends with it
-            trace_run = self._table.root_ended(ctx.trace_id)
-            run = trace_run if run is None else run
+        run = self._table.closing(node, ctx.trace_id, ctx.span_id, parent is None)
         events, dropped = (None, 0) if run is None else self._run_ended(span, run, extra)
         if run is not None and parent is not None and run.report is not None:
-            self._delegate_ended(run.report, node.run, ctx.trace_id, span.end_time or 0)
+            self._delegate_ended(run.report, node, ctx.trace_id, span.end_time or 0)
         redacting = self.settings.redact
         if redacting:
             redact(attributes, self._content_keys)
@@ -507,7 +497,8 @@ class StallSpanProcessor(SpanProcessor):
         feeds the session's run.
         """
         session = None if run is not None else self.conventions.session(attributes)
-        return self._table.use(run, trace_id, span.parent, session)
+        parent = span.parent
+        return self._table.use(run, trace_id, None if parent is None else parent.span_id, session)
 
     def _tool(
         self,
@@ -547,8 +538,12 @@ class StallSpanProcessor(SpanProcessor):
         run = self._use(run, trace_id, span, attributes)
         if run is None:
             return
-        call = self.conventions.model_call(span_record(span), run.run_key)
         when = span.start_time or 0
+        # A round opens at the call's start, and the detector reads only when: the call's
+        # outcome, usage and output are read once, from the one record made at its end
+        # (callgrind, a chat span with usage through this processor, no downstream: 471k
+        # instructions a span with a record and a reading at each end, 318k with one).
+        call = ModelCall(run.run_key, None, when)
         with run.lock:
             if run.closed:
                 return
@@ -576,16 +571,18 @@ class StallSpanProcessor(SpanProcessor):
         if findings:
             self._deliver(findings, run, call.end_ns)
 
-    def _run_ended(self, span: ReadableSpan, run: Run, extra: dict[str, Any]) -> RunEvents:
+    def _run_ended(
+        self, span: ReadableSpan, run: Run, extra: dict[str, Any]
+    ) -> tuple[list[Event] | None, int]:
         """Close the run whose run span this is, if it was used; ``extra`` gets its attributes.
 
         Returns the copy's events, and how many more events were dropped.
         """
         when = span.end_time or 0
-        if run.receivers:  # the runs its handoffs gave away end with it
-            for receiver in self._table.receivers_ended(run):
-                self._finish_receiver(receiver, when)
-        if not self._table.end_run(run):
+        receivers, used = self._table.close(run)
+        for receiver in receivers:  # the runs its handoffs gave away end with it
+            self._finish_receiver(receiver, when)
+        if not used:
             return None, 0  # never used: an agent span with no tool or model call
         report, new = self._close(run, span, when)
         run.span = None
@@ -594,19 +591,17 @@ class StallSpanProcessor(SpanProcessor):
         extra.update(run_span_attributes(report))
         if new:
             self._deliver(new, run, when)
-        return self._run_events(span, run)
+        return run_events(span, run, self._limits)
 
-    def _delegate_ended(
-        self, report: RunReport, parent: Run | None, trace_id: int, when: int
-    ) -> None:
-        """A sub-agent run ended: its parent run (``None``: the trace's) learns if it stalled.
+    def _delegate_ended(self, report: RunReport, node: Node, trace_id: int, when: int) -> None:
+        """A sub-agent run ended: the run its agent span sits in learns if it stalled.
 
         Only a parent run that has started (has a detector) and is still open, as
         the batch analysis feeds it.
         """
         if report.verdict is Verdict.OK:
             return
-        up = parent if parent is not None else self._table.trace_run(trace_id)
+        up = self._table.delegate_parent(node, trace_id)
         if up is None:
             return
         agent = report.attributes.get("agent")
@@ -627,31 +622,6 @@ class StallSpanProcessor(SpanProcessor):
             self._deliver(new, run, when)
         run.release()
 
-    def _run_events(self, span: ReadableSpan, run: Run) -> tuple[list[Event], int]:
-        """The span's events plus the run's findings that could not go on it while open.
-
-        Within the SDK's event limit, as if they had been added live: the oldest
-        make way, and are counted as dropped (with those ``pending`` had no room for).
-        """
-        events = list(span.events)
-        with run.lock:
-            pending = list(run.pending or ())
-            dropped = run.pending_dropped
-        if pending:
-            present = {_finding_key(e) for e in events if e.name == StallEventAttributes.EVENT_NAME}
-            for when, finding in pending:
-                if (when, finding.kind.value, finding.seq) not in present:
-                    attributes = finding_event_attributes(finding)
-                    event = bounded_event(
-                        StallEventAttributes.EVENT_NAME, attributes, when, self._limits
-                    )
-                    events.append(event)
-        limit = self._limits.max_events
-        if limit is not None and len(events) > limit:
-            dropped += len(events) - limit
-            del events[: len(events) - limit]
-        return events, dropped
-
     # -- detection -----------------------------------------------------------
 
     def _finish_evicted(self, run: Run) -> None:
@@ -664,7 +634,7 @@ class StallSpanProcessor(SpanProcessor):
         span = run.span
         report = self._finish_early(run)
         if span is not None and report is not None:
-            _leave_on_span(span, run, report)
+            leave_on_span(span, run, report)
         run.release()
 
     def _finish_early(self, run: Run) -> RunReport | None:
@@ -693,8 +663,8 @@ class StallSpanProcessor(SpanProcessor):
             new = report.findings[max(0, len(report.findings) - fired) :] if fired else ()
             if new:
                 self._fired(run, new, when)
-            run.report = report = replace(report, attributes=_report_attributes(run, span))
-        self._metrics.record_run(report, _run_context(run))
+            run.report = report = replace(report, attributes=report_attributes(run, span))
+        self._metrics.record_run(report, run_context(run))
         return report, new
 
     def _detector(self, run: Run) -> RunDetector:
@@ -721,7 +691,7 @@ class StallSpanProcessor(SpanProcessor):
 
     def _deliver(self, findings: Iterable[Finding], run: Run, when: int) -> None:
         """Outside every lock: log-based events, metrics and the user's callback."""
-        context = _run_context(run)
+        context = run_context(run)
         for finding in findings:
             if self._log_events is not None:
                 self._guarded("log-based event", self._log_events.emit, finding, context, when)
@@ -758,85 +728,6 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _resolved(settings: ProcessorSettings | None, explicit: dict[str, Any]) -> ProcessorSettings:
-    """The settings given (or from the environment), with the explicit arguments on top.
-
-    Log-based events need opentelemetry-api 1.39: on an older API findings stay span
-    events, and the user is told why.
-    """
-    if settings is None:
-        settings = ProcessorSettings.from_env(None, **explicit)
-    else:
-        given = {k: v for k, v in explicit.items() if v is not None}
-        settings = replace(settings, **given) if given else settings
-    if settings.event_signal != "span" and not API_EMITS_EVENTS:
-        logger.error(
-            "otel-stall: event_signal=%r needs opentelemetry-api 1.39 or later (its Logs "
-            "API emits named events), so stall.detected stays a span event. Upgrade "
-            "opentelemetry-api and opentelemetry-sdk, or leave OTEL_STALL_EVENT_SIGNAL unset.",
-            settings.event_signal,
-        )
-        settings = replace(settings, event_signal="span")
-    return settings
-
-
-def _leave_on_span(span: Span, run: Run, report: RunReport) -> None:
-    """An evicted run's report and waiting findings, on its open run span (as a copy has them)."""
-    if not span.is_recording():
-        return
-    with run.lock:
-        pending = list(run.pending or ())
-    span.set_attributes(run_span_attributes(report))
-    for when, finding in pending:
-        attributes = finding_event_attributes(finding)
-        span.add_event(StallEventAttributes.EVENT_NAME, attributes, timestamp=when)
-
-
-def _call_cap(settings: ProcessorSettings, policy: StallPolicy) -> int | None:
-    """Calls past which a run's memory stops growing: its report and remembered calls are full.
-
-    The rules forget every ``max_remembered_calls`` calls, so they hold up to twice that.
-    """
-    memory = policy.max_remembered_calls
-    return None if memory is None else max(settings.run_report_size, 2 * memory)
-
-
-def _run_context(run: Run) -> Context:
-    """A context whose span is the run span: log records and exemplars point at the run.
-
-    A trace run whose root was never seen here has only its trace id.
-    """
-    span_context = run.context or SpanContext(run.trace_id, run.span_id or 0, False)
-    return set_span_in_context(NonRecordingSpan(span_context))
-
-
-def _report_attributes(run: Run, span: ReadableSpan | None) -> dict[str, Any]:
-    """What a finished run's report says about where it ran."""
-    if run.session is not None:  # no span spans it, and its calls span many traces
-        return {"trace_id": None, "run_span_id": None, "agent": None, "session": run.session}
-    if run.owner is not None:  # a handoff's receiving agent: no span of its own
-        return {"trace_id": run.run_key[0], "run_span_id": None, "agent": run.run_key[-1]}
-    attributes = span.attributes if span is not None else None
-    ctx = span.context if span is not None else None
-    return {
-        "trace_id": run.run_key[0],
-        "run_span_id": None if ctx is None else format(ctx.span_id, "016x"),
-        "agent": agent_name(attributes) if attributes and run.span_id else None,
-    }
-
-
-def _runs_inside(child: Node, span_id: int) -> bool:
-    """Whether a tool span's child node holds the run the tool span itself is the run span of."""
-    return child.run is not None and child.run.span_id == span_id
-
-
-def _finding_key(event: Event) -> tuple[Any, ...]:
-    """A ``stall.detected`` event's time, kind and sequence: what tells findings apart."""
-    attributes = event.attributes or {}
-    kind, seq = attributes.get(StallEventAttributes.KIND), attributes.get(StallEventAttributes.SEQ)
-    return event.timestamp, kind, seq
 
 
 __all__ = ["ProcessorStats", "StallSpanProcessor", "copy_span", "span_record"]

@@ -322,6 +322,39 @@ def test_a_cyclic_or_deep_parent_chain_replays_in_one_pass(
     assert len(report["runs"]) == (0 if cycle else 1)
 
 
+def deep_models_file(tmp_path: Path, depth: int) -> Path:
+    """An agent span over a ``depth``-deep chain of plain spans, a model span under each."""
+    model = {"gen_ai.operation.name": "chat"}
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher"}
+    spans = [_span(0, None, "invoke_agent researcher", agent)]
+    for level in range(1, depth + 1):
+        spans.append(_span(level, level - 1, "step", {}))
+        spans.append(_span(depth + level, level, "chat m", model))
+    path = tmp_path / "deep-models.jsonl"
+    message = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+    path.write_bytes(orjson.dumps(message) + b"\n")
+    return path
+
+
+@pytest.mark.timeout(60)
+def test_a_deep_chain_with_a_model_span_at_every_level_replays_in_one_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """5,000 plain spans deep, a model call under each: one run of 5,000 model calls.
+
+    No model span is inside another, so each is a call of the agent's run. Before
+    the run model each model span walked the chain above it anew: quadratic, 4.3 s
+    of CPU for this trace, against 0.14 s in one pass.
+    """
+    path = deep_models_file(tmp_path, 5_000)
+    code, report, err = run_cli([str(path)], capsys)
+    assert (code, err) == (0, "")
+    assert report["summary"]["spans"] == 10_001
+    assert report["summary"]["recognised"]["model_calls"] == 5_000
+    (run,) = report["runs"]
+    assert (run["agent"], run["rounds"]) == ("researcher", 5_000)
+
+
 # -- --out over an input -----------------------------------------------------------------
 
 

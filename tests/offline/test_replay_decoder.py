@@ -295,9 +295,14 @@ def test_upper_case_ids_do_not_alias_lower_case_ones() -> None:
     ids = {n: f"{i + 0xA1:016x}" for i, n in enumerate(["agent", "mid1", "mid2", "t0", "t1", "t2"])}
     records = _chain({**ids, "tool0": ids["t0"], "tool1": ids["t1"], "tool2": ids["t2"]})
     records[3] = SpanRecord("t", ids["mid2"], ids["mid1"].upper(), "step", 5, 20, {})
+    # Under a plain root: an agent root's run is its trace's run too (as live), which
+    # would hide whether the tools found their agent.
+    root = f"{0xFF:016x}"
+    records[5].parent_span_id = root
+    records.append(SpanRecord("t", root, None, "POST /run", 0, 40, {}))
     (report,) = analyse_spans(records, POLICY)["t"].reports
     assert report.attributes["agent"] is None  # the trace's run: the agent is not found
-    assert report.attributes["run_span_id"] == ids["agent"]  # the trace's root
+    assert report.attributes["run_span_id"] == root  # the trace's root
 
 
 def _as_result(reports: ReplayResult) -> list[dict[str, Any]]:
