@@ -38,7 +38,7 @@ SCRIPTS = (
     ("bench_processor_instructions.py", ()),
     ("bench_detector.py", ()),
     ("bench_chanting.py", ()),
-    ("bench_replay.py", ("--rss", "1000000")),
+    ("bench_replay.py", ("--rss", "164000")),
     ("bench_gateway.py", ()),
 )
 """In page order, with the arguments a full run adds."""
