@@ -11,8 +11,8 @@
    otel-stall (the application's own open spans), over the runs.
 
 Then issue #21, item 6; the attack: an agent span starts, makes a model call and a
-tool call (both end), and is then abandoned, never ended and no longer referenced by the application. Far more
-such runs than ``max_runs`` go through the real wiring: TracerProvider ->
+tool call (both end), and is then abandoned, never ended and no longer referenced by
+the application. Far more such runs than ``max_runs`` go through the real wiring: TracerProvider ->
 StallSpanProcessor -> BatchSpanProcessor -> an exporter that drops what it gets.
 
 2. Bytes kept per abandoned run once ``max_runs`` is reached, by ``tracemalloc``:

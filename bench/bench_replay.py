@@ -24,7 +24,8 @@ endpoint (the protobuf messages directly vs. rebuilding SDK spans for the
 SDK's OTLP exporter), against a gRPC receiver on loopback.
 
 ``--rss N`` measures the peak RSS of replaying an N-span file in a fresh
-subprocess (``VmHWM``), e.g. ``--rss 164000`` (the budget's capture size). Prints a markdown section;
+subprocess (``VmHWM``), e.g. ``--rss 164000`` (the budget's capture size).
+Prints a markdown section;
 ``--quick`` replays 20k spans, best of 3.
 """
 

@@ -57,7 +57,7 @@ BUDGETS = {
         Budget("gateway.plain", "gateway with detection on, plain-only traffic, CPU", 1.3, "x"),
         Budget("gateway.agent", "gateway, all-agent", 30_000, "spans/s", at_most=False),
         Budget("memory.open_run", "memory per open live run of 10 calls", 6, "KB"),
-        Budget("import", "`import otel_stall`, CPU, over `import opentelemetry.sdk.trace`", 1.5, "x"),
+        Budget("import", "`import otel_stall` CPU over `import opentelemetry.sdk.trace`", 1.5, "x"),
     )
 }  # fmt: skip
 """Issue #26's table, in its order."""

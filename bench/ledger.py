@@ -26,7 +26,7 @@ def canonical(text: str) -> bytes:
 
 def ledger(path: str) -> tuple[int, dict[str, Counter[int]]]:
     """Spans read, and per trace how often each tool call's signature came."""
-    spans, runs = 0, defaultdict(Counter)
+    spans, runs = 0, defaultdict[str, Counter[int]](Counter)
     with open(path, "rb") as lines:
         for line in lines:
             for resource in orjson.loads(line)["resourceSpans"]:

@@ -337,7 +337,7 @@ class FloorProcessor(SpanProcessor):
             run = self._runs.setdefault(context.trace_id, {})
             seen = run[signature] = run.get(signature, 0) + 1
             seq = run[-1] = run.get(-1, 0) + 1
-        extra = {
+        extra: dict[str, str | int] = {
             "stall.signature": f"{signature:016x}",
             "stall.call.seq": seq,
             "stall.repeat.count": seen,
