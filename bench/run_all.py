@@ -67,6 +67,9 @@ SCRIPTS = (
 )
 """In page order, with the arguments a full run adds. A script not in this checkout is skipped."""
 
+QUICK = {"bench_replay.py": ("--rss", "164000")}
+"""What a quick run adds: every budget row is measured, if roughly."""
+
 GUIDE = """\
 ## How to read this
 
@@ -358,7 +361,7 @@ def run_scripts(
         if not (HERE / script).exists():
             print(f"== {script}: not in this checkout, skipped", file=sys.stderr)
             continue
-        arguments = ["--quick"] if options.quick else list(full)
+        arguments = ["--quick", *QUICK.get(script, ())] if options.quick else list(full)
         if before is not None and script in SIDE_BY_SIDE:
             arguments += [SIDE_BY_SIDE[script], str(before)]
         code, output = run(script, arguments, tmp / "this.jsonl")
