@@ -76,7 +76,9 @@ def spans_per_rep(workload: Workload) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="1 counted repetition, not 3")
+    parser.add_argument(
+        "--quick", action="store_true", help="1 counted repetition per window, not 2"
+    )
     parser.add_argument("--drive", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.drive:
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if not callgrind.available():
         print("valgrind is not installed here: no instruction counts.\n")
         return 0
-    reps = 1 if options.quick else 3
+    reps = 1 if options.quick else 2
     print(
         "The same workloads and pipelines as above, each pipeline in a fresh interpreter "
         "under `valgrind --tool=callgrind`, counting every instruction of the application "

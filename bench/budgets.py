@@ -81,13 +81,17 @@ def record(key: str, **fields: Any) -> None:
 
 
 def read(path: str) -> dict[str, dict[str, Any]]:
-    """The rows a run recorded, by key; a later line for a key adds to an earlier one."""
+    """The rows a run recorded, by key; a later line for a key adds to an earlier one.
+
+    Rows recorded for the other tree (``tree="before"``) come under ``before:KEY``.
+    """
     rows: dict[str, dict[str, Any]] = {}
     try:
         with open(path, encoding="utf-8") as lines:
             for line in lines:
                 row = json.loads(line)
-                rows.setdefault(row["key"], {}).update(row)
+                other = row.get("tree") == "before"  # a side-by-side script's other tree
+                rows.setdefault(("before:" if other else "") + row["key"], {}).update(row)
     except FileNotFoundError:
         pass
     return rows

@@ -394,9 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="otel-stall-bench-") as tmp:
         sections, failed, imports = run_scripts(options, before, Path(tmp))
         this, other = read(str(Path(tmp) / "this.jsonl")), read(str(Path(tmp) / "before.jsonl"))
-    for key, row in list(this.items()):  # what a side-by-side script measured on the other tree
-        if row.get("tree") == "before":
-            other.setdefault(key, {}).update(this.pop(key))
+    for key in [key for key in this if key.startswith("before:")]:  # a side-by-side script's
+        other.setdefault(key.removeprefix("before:"), {}).update(this.pop(key))
     for tree, rows in (("this", this), ("before", other)):
         rows.setdefault("import", {}).update(imports.get(tree, {}))
     command = "`make bench BENCH_ARGS=--quick` (a fast, rougher run)" if options.quick else ""
