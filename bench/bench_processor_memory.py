@@ -41,14 +41,14 @@ from collections.abc import Sequence
 
 from budgets import BUDGETS, record
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     SimpleSpanProcessor,
     SpanExporter,
     SpanExportResult,
 )
-from workloads import ARGUMENTS, RESULT, SIDES, FloorProcessor, Side, _tool_span, _vary
+from workloads import ARGUMENTS, RESULT, SIDES, Side, _tool_span, _vary, provider_for
 
 from otel_stall import ProcessorSettings, StallSpanProcessor
 
@@ -132,14 +132,7 @@ def bytes_per_abandoned_run(max_runs: int, window: int) -> float:
 
 def open_runs_bytes(side: Side, runs: int) -> float:
     """Traced bytes held once ``runs`` agent runs of 10 tool calls each are open, per run."""
-    exporter = Drop()
-    processor: SpanProcessor = SimpleSpanProcessor(exporter)
-    if side == "floor":
-        processor = FloorProcessor(processor)
-    elif side == "with":
-        processor = StallSpanProcessor(processor)
-    provider = TracerProvider()
-    provider.add_span_processor(processor)
+    provider, processor = provider_for(side, SimpleSpanProcessor(Drop()))
     tracer = provider.get_tracer("bench")
     payloads = [
         [(_vary(ARGUMENTS, "page"), _vary(RESULT, "total")) for _ in range(CALLS_PER_RUN)]

@@ -389,14 +389,19 @@ def pipeline(
     process runs far slower than usual (under valgrind), so that no export times
     out and is retried: a retry would add instructions no user pays.
     """
-    batch: SpanProcessor = BatchSpanProcessor(
+    batch = BatchSpanProcessor(
         OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=export_timeout)
     )
-    processor: SpanProcessor = batch
+    return provider_for(side, batch)
+
+
+def provider_for(side: Side, downstream: SpanProcessor) -> tuple[TracerProvider, SpanProcessor]:
+    """A provider whose one processor is ``downstream``, or the floor or otel-stall around it."""
+    processor = downstream
     if side == "floor":
-        processor = FloorProcessor(batch)
+        processor = FloorProcessor(downstream)
     elif side == "with":
-        processor = StallSpanProcessor(batch)
+        processor = StallSpanProcessor(downstream)
     provider = TracerProvider()
     provider.add_span_processor(processor)
     return provider, processor
