@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         def cell(value: float, floor: float = parse) -> str:
             return f"{value:.2f} ({value / floor:.2f}x)"
 
-        verdict = "pass" if cost / parse <= BUDGET else "**miss**"
+        verdict = "within" if cost / parse <= BUDGET else "over"
         print(
             f"| {mix} | {sizes(mix)} | {parse:.2f} | **{cell(cost)}** | ≤ {BUDGET}x | {verdict} "
             f"| {cell(alone)} | {cell(canon)} | {cell(again)} | {cell(python)} |",

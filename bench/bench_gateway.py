@@ -1,6 +1,6 @@
 """Gateway throughput (spans/s) with detection on, against the same server with detection off.
 
-Two workloads, each run through ``python -m otel_stall.gateway`` in its own
+Three workloads, each run through ``python -m otel_stall.gateway`` in its own
 process, sent over gRPC by concurrent senders and forwarded to a loopback
 OTLP sink; time runs from the first request to the last span arriving at
 the sink, so buffering and forwarding are counted:
@@ -9,7 +9,9 @@ the sink, so buffering and forwarding are counted:
 - ``mix``: 10% agent traces and 90% ordinary service traces (an HTTP server
   span with database, HTTP client and Kafka publish spans, with the attributes
   real instrumentations set), each kind from its own instrumentation scope, as
-  a collector tier sees it.
+  a collector tier sees it;
+- ``plain``: the ordinary service traces only, no agent at all: what detection
+  costs a tier that carries no agent traffic.
 
 The modes run interleaved, best of ``--repeat``, so a noisy machine hits both
 alike. ``--baseline DIR`` also runs another source tree's gateway (e.g. a
@@ -32,6 +34,7 @@ import time
 from pathlib import Path
 
 import grpc
+from budgets import BUDGETS, record
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -44,6 +47,7 @@ from otel_stall.demo import run_looping_agent, run_progressing_agent
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from otlp_sink import OtlpSink
 
+KINDS = ("agent", "mix", "plain")
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 ROOT = Path(__file__).resolve().parent.parent
 RESOURCE = {
@@ -126,7 +130,7 @@ def service_trace(http: Tracer, db: Tracer, mq: Tracer, rnd: random.Random) -> N
 
 
 def workload(kind: str, total_spans: int, per_request: int = 512) -> tuple[list[bytes], int]:
-    """Whole traces of ``kind`` (``agent`` or ``mix``), packed into requests of about 512 spans."""
+    """Whole traces of ``kind`` (``agent``, ``mix``, ``plain``) in requests of about 512 spans."""
     rnd = random.Random(21)
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create(RESOURCE))
@@ -142,7 +146,7 @@ def workload(kind: str, total_spans: int, per_request: int = 512) -> tuple[list[
             if kind == "agent":
                 run_looping_agent(agent)
                 run_progressing_agent(agent)
-            elif rnd.random() < 0.1:
+            elif kind == "mix" and rnd.random() < 0.1:
                 (run_looping_agent if rnd.random() < 0.5 else run_progressing_agent)(agent)
             else:
                 service_trace(http, db, mq, rnd)
@@ -224,7 +228,7 @@ def measure(
     results: dict[tuple[str, str, str], float] = {}
     cpu: dict[tuple[str, str, str], float] = {}
     totals: dict[str, int] = {}
-    for kind in ("agent", "mix"):
+    for kind in KINDS:
         payloads, total = workload(kind, spans)
         totals[kind] = total
         print(f"{kind}: {total} spans in {len(payloads)} requests", file=sys.stderr, flush=True)
@@ -262,30 +266,63 @@ def main() -> None:
         f"receiver, best of {repeat} (the modes interleaved). `agent`: demo agents only (a "
         "looping and a progressing run per pair); `mix`: 10% agent traces, 90% ordinary "
         "service traces (HTTP server, database, HTTP client and Kafka spans), as a collector "
-        "tier sees it. CPU is the gateway process's, per span, steadier than spans/s on a "
-        "shared machine. The pass-through only parses, counts and re-sends the bytes; "
-        "detection decodes every span, signs the tool calls, runs the detector and "
-        "re-encodes the enriched spans. No budget: for information.\n"
+        "tier sees it; `plain`: the ordinary service traces alone. CPU is the gateway "
+        "process's, per span, steadier than spans/s on a shared machine; spans/s per core is "
+        "one second of CPU over it, what one core of a collector tier forwards when busy. The "
+        "pass-through only parses, counts and re-sends the bytes; detection decodes every "
+        "agent span, signs the tool calls, runs the detector and re-encodes the enriched "
+        "spans.\n"
     )
-    print("| workload | spans | code | mode | spans/s | gateway CPU µs/span |")
-    print("|---|---:|---|---|---:|---:|")
+    print("| workload | spans | code | mode | spans/s | gateway CPU µs/span | spans/s per core |")
+    print("|---|---:|---|---|---:|---:|---:|")
     for (kind, name, mode), rate in sorted(results.items()):
         micros = cpu[(kind, name, mode)]
-        print(f"| {kind} | {totals[kind]:,} | {name} | {mode} | {rate:,.0f} | {micros:.1f} |")
+        print(
+            f"| {kind} | {totals[kind]:,} | {name} | {mode} | {rate:,.0f} | {micros:.1f} "
+            f"| {1e6 / micros:,.0f} |"
+        )
     print()
     for name in trees:
-        for kind in ("agent", "mix"):
-            on, off = cpu[(kind, name, "detect")], cpu[(kind, name, "pass-through")]
-            rate = results[(kind, name, "pass-through")] / results[(kind, name, "detect")]
-            print(
-                f"- {kind} ({name}): detection costs {on / off:.1f}x the pass-through's CPU "
-                f"per span, {rate:.1f}x its time."
+        rows = budget_rows(results, cpu, name)
+        for key, (value, text) in rows.items():
+            budget = BUDGETS[key]
+            verdict = "within" if budget.met(value) else "over"
+            print(f"- {budget.path} ({name}): {text}; budget {budget.text}: {verdict}.")
+            tree = "this" if name == "this tree" else "before"
+            kind = KEY_KIND[key]
+            record(
+                key,
+                tree=tree,
+                value=value,
+                per_core=1e6 / cpu[(kind, name, "detect")],
+                per_core_pass=1e6 / cpu[(kind, name, "pass-through")],
             )
     if "baseline" in trees:
-        for kind in ("agent", "mix"):
+        for kind in KINDS:
             new, old = cpu[(kind, "this tree", "detect")], cpu[(kind, "baseline", "detect")]
             print(f"- {kind}: detection CPU, baseline over this tree: {old / new:.2f}.")
     print()
+
+
+KEY_KIND = {"gateway.mix": "mix", "gateway.plain": "plain", "gateway.agent": "agent"}
+
+
+def budget_rows(
+    results: dict[tuple[str, str, str], float], cpu: dict[tuple[str, str, str], float], name: str
+) -> dict[str, tuple[float, str]]:
+    """The three gateway budget rows for one tree: the value and how it reads."""
+    mix = results[("mix", name, "detect")] / results[("mix", name, "pass-through")]
+    plain = cpu[("plain", name, "detect")] / cpu[("plain", name, "pass-through")]
+    agent = results[("agent", name, "detect")]
+    return {
+        "gateway.mix": (mix, f"detection forwards {mix:.2f} of the pass-through's spans/s"),
+        "gateway.plain": (plain, f"detection costs {plain:.2f}x the pass-through's CPU"),
+        "gateway.agent": (
+            agent,
+            f"{agent:,.0f} spans/s with detection, "
+            f"{1e6 / cpu[('agent', name, 'detect')]:,.0f} spans/s per core of CPU",
+        ),
+    }
 
 
 if __name__ == "__main__":

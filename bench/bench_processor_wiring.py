@@ -1,20 +1,22 @@
 """The processor's cost in the wiring users run, as the application's CPU time per span.
 
-Pipeline A: TracerProvider -> BatchSpanProcessor -> OTLPSpanExporter (gRPC) -> a receiver
-in another process. Pipeline B: the same with StallSpanProcessor around the batch
-processor. Both live in this process, side by side; the repetitions alternate A/B
-(the first side swapped every time), so a burst of load from elsewhere on a shared
-machine lands on both alike.
+Three pipelines, side by side in this process: A, TracerProvider ->
+BatchSpanProcessor -> OTLPSpanExporter (gRPC) -> a receiver in another process;
+the floor, the same with ``workloads.FloorProcessor`` (sign, count, 4 attributes)
+around the batch processor; B, the same with StallSpanProcessor there. The
+repetitions rotate the order of the three, so a burst of load from elsewhere on
+a shared machine lands on all alike.
 
 Each repetition traces about 500 spans (one batch) and then calls ``force_flush()``,
 and costs this process's CPU time over all its threads (``time.process_time``: the
 application's, the batch worker's, gRPC's), so the export counts wherever it runs.
 Receiving does not count: the receiver is ``tests/otlp_sink.py`` in its own process.
 The garbage collector stays on, as in an application. The table gives the medians
-with their interquartile range, and the ratio of the medians with the interquartile
-range of the per-repetition ratios. After each workload the receiver must hold every
-span both pipelines sent and the processor must have finished every agent run
-without an internal error, or the script fails: a lost span would flatter the ratio.
+with their interquartile range, and the ratios of the medians to A's with the
+interquartile range of the per-repetition ratios. After each workload the receiver
+must hold every span the pipelines sent and the processor must have finished every
+agent run without an internal error, or the script fails: a lost span would flatter
+the ratio.
 
 Run ``.venv/bin/python bench/bench_processor_wiring.py [--quick] [--check]``; with
 another checkout's interpreter it measures that checkout's code (the receiver stays
@@ -26,13 +28,21 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from workloads import WORKLOADS, Receiver, Workload, payload_bytes, pipeline
+from budgets import BUDGETS, record
+from workloads import (
+    SIDES,
+    WORKLOADS,
+    Receiver,
+    Side,
+    Workload,
+    code_under_test,
+    payload_bytes,
+    pipeline,
+)
 
 import otel_stall
 
@@ -41,13 +51,13 @@ DASH = "\N{EN DASH}"
 
 @dataclass(frozen=True)
 class Result:
-    """One workload's per-span CPU times (A and B) and its ratio, each with quartiles."""
+    """One workload's per-span CPU times on each side, and the ratios to A, with quartiles."""
 
     spans: int
-    plain: tuple[float, float, float]
-    stall: tuple[float, float, float]
-    ratio: float
-    ratio_spread: tuple[float, float]
+    times: dict[Side, tuple[float, float, float]]
+    """Per side: CPU µs per span, first quartile, median, third quartile."""
+    ratios: dict[Side, tuple[float, float, float]]
+    """Per side but A: the ratio of medians, and the quartiles of the per-repetition ratios."""
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -57,36 +67,41 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
 
 
 def measure(receiver: Receiver, workload: Workload, reps: int) -> Result:
-    """Runs ``workload`` ``reps`` times on A and on B, alternating, and checks the delivery."""
+    """Runs ``workload`` ``reps`` times on each side, in rotating order, and checks the delivery."""
     before = receiver.count()
-    plain, _ = pipeline(receiver.port, stall=False)
-    stall, processor = pipeline(receiver.port, stall=True)
-    assert processor is not None
-    sides = ((plain, plain.get_tracer("bench")), (stall, stall.get_tracer("bench")))
+    built = {side: pipeline(receiver.port, side) for side in SIDES}
     sent = 0
-    for provider, tracer in sides:  # warm up both: first exports open the gRPC channels
-        sent += workload.work(tracer, workload.units)
+    for provider, _ in built.values():  # warm up: the first exports open the gRPC channels
+        sent += workload.work(provider.get_tracer("bench"), workload.units)
         provider.force_flush()
-    times: tuple[list[int], list[int]] = ([], [])
+    tracers = {
+        side: (provider, provider.get_tracer("bench")) for side, (provider, _) in built.items()
+    }
+    times: dict[Side, list[int]] = {side: [] for side in SIDES}
     spans = 0
     gc.collect()
     for i in range(reps):
-        for side in (0, 1) if i % 2 == 0 else (1, 0):
-            provider, tracer = sides[side]
+        order = SIDES[i % 3 :] + SIDES[: i % 3]
+        for side in order if i % 2 == 0 else reversed(order):
+            provider, tracer = tracers[side]
             start = time.process_time_ns()
             spans = workload.work(tracer, workload.units)
             provider.force_flush()
             times[side].append(time.process_time_ns() - start)
             sent += spans
-    plain.shutdown()
-    stall.shutdown()
+    for provider, _ in built.values():
+        provider.shutdown()
     check_delivery(receiver, before + sent, workload)
-    check_processor(processor.stats(), workload, reps)
-    per_span = [[t / spans / 1000 for t in side] for side in times]
-    paired = [b / a for a, b in zip(times[0], times[1], strict=True)]
-    ratio_q1, _, ratio_q3 = quartiles(paired)
-    a, b = quartiles(per_span[0]), quartiles(per_span[1])
-    return Result(spans, a, b, b[1] / a[1], (ratio_q1, ratio_q3))
+    stall = built["with"][1]
+    assert isinstance(stall, otel_stall.StallSpanProcessor)
+    check_processor(stall.stats(), workload, reps)
+    per_span = {side: quartiles([t / spans / 1000 for t in times[side]]) for side in SIDES}
+    ratios = {}
+    for side in ("floor", "with"):
+        paired = [b / a for a, b in zip(times["without"], times[side], strict=True)]
+        low, _, high = quartiles(paired)
+        ratios[side] = (per_span[side][1] / per_span["without"][1], low, high)
+    return Result(spans, per_span, ratios)
 
 
 def check_delivery(receiver: Receiver, expected: int, workload: Workload) -> None:
@@ -108,62 +123,82 @@ def check_processor(stats: otel_stall.ProcessorStats, workload: Workload, reps: 
         raise SystemExit(f"{workload.name}: {stats.finished_runs} runs finished")
 
 
-def code_under_test() -> str:
-    """Where the measured ``otel_stall`` comes from, with its commit when it is a checkout."""
-    package = Path(otel_stall.__file__).resolve().parent
-    head = package.parent / ".git"
-    commit = ""
-    if head.exists():
-        out = subprocess.run(
-            ["git", "-C", str(package.parent), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        commit = f" at commit {out.stdout.strip()}" if out.returncode == 0 else ""
-    return f"`{package.parent}`{commit}"
-
-
 def row(workload: Workload, result: Result) -> str:
     """One markdown table row."""
-    a, b = result.plain, result.stall
-    low, high = result.ratio_spread
-    verdict = "pass" if result.ratio <= workload.budget else "**miss**"
+
+    def cell(q: tuple[float, float, float], bold: bool = False) -> str:
+        median = f"**{q[0]:.3f}**" if bold else f"{q[0]:.3f}"
+        return f"{median} ({q[1]:.2f}{DASH}{q[2]:.2f})"
+
+    times = [result.times[side] for side in SIDES]
+    ratio = result.ratios["with"][0]
+    verdict = "within" if ratio <= workload.budget else "over"
     return (
-        f"| {workload.name} | {result.spans} | {a[1]:.1f} ({a[0]:.1f}{DASH}{a[2]:.1f}) "
-        f"| {b[1]:.1f} ({b[0]:.1f}{DASH}{b[2]:.1f}) "
-        f"| **{result.ratio:.3f}** ({low:.2f}{DASH}{high:.2f}) | ≤ {workload.budget} | {verdict} |"
+        f"| {workload.name} | {result.spans} | "
+        + " | ".join(f"{q[1]:.1f} ({q[0]:.1f}{DASH}{q[2]:.1f})" for q in times)
+        + f" | {cell(result.ratios['floor'])} | {cell(result.ratios['with'], True)} "
+        f"| {BUDGETS[workload.key].text} | {verdict} | {added_per_call(workload, result)} |"
+    )
+
+
+def added_per_call(workload: Workload, result: Result) -> str:
+    """What otel-stall adds per tool call (or per span, with no tool calls), in CPU µs."""
+    added = result.times["with"][1] - result.times["without"][1]
+    if not workload.tool_calls:
+        return f"{added:.1f} per span"
+    calls = workload.units * workload.tool_calls
+    return f"{added * result.spans / calls:.0f} per tool call"
+
+
+def save(workload: Workload, result: Result) -> None:
+    """The row for run_all's summary."""
+    added = result.times["with"][1] - result.times["without"][1]
+    calls = workload.units * workload.tool_calls
+    record(
+        workload.key,
+        value=result.ratios["with"][0],
+        floor=result.ratios["floor"][0],
+        spread=result.ratios["with"][1:],
+        micros_span=added,
+        micros_call=added * result.spans / calls if calls else None,
+        without_span=result.times["without"][1],
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="21 repetitions instead of 121")
+    parser.add_argument("--quick", action="store_true", help="15 repetitions instead of 61")
     parser.add_argument("--check", action="store_true", help="exit 1 when a budget is missed")
     options = parser.parse_args(argv)
-    reps = 21 if options.quick else 121
+    reps = 15 if options.quick else 61
     print("## Live processor: CPU time in the wiring users run\n")
     print(
         "`TracerProvider` → [`StallSpanProcessor` →] `BatchSpanProcessor` → "
         "`OTLPSpanExporter` (gRPC) → a receiver in another process. CPU time of the "
         "application process over all its threads, per span, median of "
-        f"{reps} repetitions of about 500 spans (one batch each) per side, A and B "
-        "interleaved; in brackets the interquartile range. The ratio is B's median over "
-        "A's, in brackets the interquartile range of the per-repetition ratios. "
+        f"{reps} repetitions of about 500 spans (one batch each) per side, the three sides "
+        "interleaved; in brackets the interquartile range. The *floor* is a minimal "
+        "processor in otel-stall's place: it canonicalises and hashes each tool call's "
+        "arguments and result (orjson, sorted keys, xxhash), counts calls and repeats per "
+        "run and sets 4 attributes. The ratios are a side's median over the median without "
+        "otel-stall, in brackets the interquartile range of the per-repetition ratios. "
         f"Tool calls carry {payload_bytes()} B of JSON arguments and result, every call "
         f"different. Code measured: {code_under_test()}.\n"
     )
     print(
         "| workload | spans per repetition | without otel-stall, CPU µs/span "
-        "| with otel-stall, CPU µs/span | ratio | budget | |"
+        "| floor, CPU µs/span | with otel-stall, CPU µs/span | floor ratio | ratio "
+        "| budget | | otel-stall adds, CPU µs |"
     )
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     missed = False
     with Receiver() as receiver:
         for workload in WORKLOADS:
+            print(f"wiring: {workload.name}", file=sys.stderr, flush=True)
             result = measure(receiver, workload, reps)
-            missed |= result.ratio > workload.budget
+            missed |= result.ratios["with"][0] > workload.budget
             print(row(workload, result), flush=True)
+            save(workload, result)
         total = receiver.count()
     print(
         f"\nThe receiver got all {total:,} spans the pipelines sent; "

@@ -12,15 +12,20 @@ prints spans/s for:
   only), and as the first pass of ``--out`` runs it (also building every
   span's ``stall.*`` attributes);
 
-and the ratio replay/floor (budget: <= 2.0 for both formats, for the report),
+- a user's own 40-line orjson + xxhash loop finder (``bench/ledger.py``) on the
+  OTLP/JSON file, which the replay must beat;
+
+and the ratio replay/floor (budgets in ``budgets.py``: OTLP/JSON and binary),
 in the process's CPU time (``time.process_time``), steadier than the wall clock
-on a shared machine. It
+on a shared machine, and in instructions (callgrind, one process counting each
+pass in its own window, on a smaller file). It
 also times the second pass (``--out``) and the two ways to re-export to an OTLP
 endpoint (the protobuf messages directly vs. rebuilding SDK spans for the
 SDK's OTLP exporter), against a gRPC receiver on loopback.
 
 ``--rss N`` measures the peak RSS of replaying an N-span file in a fresh
-subprocess (``VmHWM``), e.g. ``--rss 1000000``. Prints a markdown section;
+subprocess (``VmHWM``), e.g. ``--rss 164000`` (the budget's capture size).
+Prints a markdown section;
 ``--quick`` replays 20k spans, best of 3.
 """
 
@@ -39,15 +44,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import callgrind
 import orjson
+from budgets import BUDGETS, record
+from ledger import ledger
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from otel_stall.offline.replay import Replayer
+from otel_stall import Replayer
 from otel_stall.otlp.encode import proto_to_json, python_to_any_value
 
 SPANS_PER_MESSAGE = 512
 BASELINE = (
-    "import otel_stall.offline.replay; "
+    "import otel_stall; otel_stall.Replayer; "
     "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
 )
 PAYLOAD_KEYS = frozenset({"gen_ai.tool.call.arguments", "gen_ai.tool.call.result"})
@@ -256,10 +264,16 @@ def floor_json_payloads(path: Path) -> int:
 
 
 def decode_only(path: Path) -> int:
-    """Our decoding alone (protobuf or JSON to SpanRecord), without detection."""
-    from otel_stall.core.errors import InputError
-    from otel_stall.offline.readers import read_units
-    from otel_stall.otlp.decode import spans_from_json, spans_from_proto
+    """Our decoding alone (protobuf or JSON to SpanRecord), without detection.
+
+    Internal API: a checkout that moved it gives 0 spans, and the column shows a dash.
+    """
+    try:
+        from otel_stall.core.errors import InputError
+        from otel_stall.offline.readers import read_units
+        from otel_stall.otlp.decode import spans_from_json, spans_from_proto
+    except ImportError:
+        return 0
 
     errors: list[InputError] = []
     n = 0
@@ -284,6 +298,11 @@ def replay_keep_pass(path: Path) -> int:
     result = Replayer(pause_gc=True).analyse([str(path)])
     assert not result.errors, result.errors[:3]
     return result.spans
+
+
+def ledger_pass(path: Path) -> int:
+    """The user's own script (``bench/ledger.py``) on the OTLP/JSON file."""
+    return ledger(str(path))[0]
 
 
 def out_pass(path: Path) -> int:
@@ -425,6 +444,7 @@ def rss_child(path: str, keep: bool) -> None:
 
 
 def measure_rss(spans: int, directory: Path) -> None:
+    """Peak RSS of the replay of a ``spans``-span binary capture, each way in a fresh process."""
     binary, jsonl = generate(directory, spans)
     jsonl.unlink()
     baseline = subprocess.run(
@@ -439,32 +459,99 @@ def measure_rss(spans: int, directory: Path) -> None:
         )
         info = json.loads(proc.stdout)
         mb = binary.stat().st_size / 1e6
+        peak = info["peak_rss_kib"] * 1024 / 1e6
+        budget = BUDGETS["replay.rss"]
+        within = f" (budget {budget.text}: {'within' if budget.met(peak) else 'over'})"
         print(
             f"\nPeak RSS replaying {info['spans']:,} spans ({mb:.0f} MB binary, "
             f"{info['runs']:,} runs) in a fresh process, {what}: "
-            f"**{info['peak_rss_kib'] / 1024:.0f} MiB** "
-            f"(the interpreter and imports alone: {int(baseline.stdout) / 1024:.0f} MiB)."
+            f"**{peak:.0f} MB**{'' if keep else within} "
+            f"(the interpreter and imports alone: {int(baseline.stdout) * 1024 / 1e6:.0f} MB)."
         )
+        if not keep:
+            record("replay.rss", value=peak, spans=info["spans"])
 
 
-BUDGET = 2.0
-"""Ceiling on replay time over the parse floor's, for each format."""
+def compare_to_floor(
+    key: str, path: Path, floor: Callable[[Path], int], spans: int, repeat: int
+) -> tuple[str, float]:
+    """One table row for one format: the floor, our decoding, the replay and the ratio.
 
-
-def compare_to_floor(path: Path, floor: Callable[[Path], int], spans: int, repeat: int) -> str:
-    """One table row: the floor, our decoding, the replay and the ratio, for one format."""
+    Also the ledger script's time over the floor's, for OTLP/JSON (0 for binary).
+    """
     payloads = floor_binary_payloads if floor is floor_binary else floor_json_payloads
-    (floor_s, n), (decode_s, _), (replay_s, m), (keep_s, k), (payload_s, _) = interleaved(
-        [floor, decode_only, replay_pass, replay_keep_pass, payloads], path, repeat
-    )
+    fns = [floor, decode_only, replay_pass, replay_keep_pass, payloads]
+    if floor is floor_json:
+        fns.append(ledger_pass)
+    timed = interleaved(fns, path, repeat)
+    (floor_s, n), (decode_s, d), (replay_s, m), (keep_s, k), (payload_s, _) = timed[:5]
     assert n == m == k == spans, (n, m, k)
     ratio = replay_s / floor_s
-    verdict = "pass" if ratio <= BUDGET else "**miss**"
+    budget = BUDGETS[key]
+    verdict = "within" if budget.met(ratio) else "over"
+    user = timed[5][0] / floor_s if len(timed) > 5 else 0.0
+    record(key, value=ratio, micros_span=(replay_s - floor_s) / spans * 1e6, ledger=user or None)
+    decoding = f"{n / decode_s:,.0f} ({decode_s / floor_s:.2f}x)" if d else DASH
     return (
-        f"| {n / floor_s:,.0f} | {n / decode_s:,.0f} ({decode_s / floor_s:.2f}x) "
-        f"| {m / replay_s:,.0f} | **{ratio:.2f}x** | ≤ {BUDGET}x | {verdict} "
-        f"| {keep_s / floor_s:.2f}x | {replay_s / payload_s:.2f}x |"
+        f"| {n / floor_s:,.0f} | {decoding} "
+        f"| {m / replay_s:,.0f} | **{ratio:.2f}x** | {budget.text} | {verdict} "
+        f"| {keep_s / floor_s:.2f}x | {replay_s / payload_s:.2f}x "
+        f"| {f'{user:.2f}x' if user else DASH} |"
+    ), user
+
+
+DASH = "\N{EN DASH}"
+COUNTED = (
+    ("binary floor", floor_binary, "binary"),
+    ("binary replay", replay_pass, "binary"),
+    ("OTLP/JSON floor", floor_json, "json"),
+    ("OTLP/JSON replay", replay_pass, "json"),
+    ("the user's script", ledger_pass, "json"),
+)
+"""The passes counted under callgrind, each in its window, in one process."""
+
+
+def count_child(binary: str, jsonl: str) -> None:
+    """Under callgrind: each counted pass once, in its own window."""
+    files = {"binary": Path(binary), "json": Path(jsonl)}
+    for _, fn, kind in COUNTED:
+        with callgrind.window():
+            fn(files[kind])
+
+
+def instructions(directory: Path, spans: int) -> None:
+    """The replay over its floor in instructions, on a ``spans``-span file of each format."""
+    if not callgrind.available():
+        print("\nvalgrind is not installed here: no instruction counts.")
+        return
+    print(f"replay: callgrind on {spans:,} spans", file=sys.stderr, flush=True)
+    small = directory / "counted"
+    small.mkdir()
+    binary, jsonl = generate(small, spans)
+    counts = dict(
+        zip(
+            (name for name, _, _ in COUNTED),
+            callgrind.count(
+                [sys.executable, __file__, "--count-child", str(binary), str(jsonl)], len(COUNTED)
+            ),
+            strict=True,
+        )
     )
+    binary_ratio = counts["binary replay"] / counts["binary floor"]
+    json_ratio = counts["OTLP/JSON replay"] / counts["OTLP/JSON floor"]
+    script = counts["the user's script"]
+    user = script / counts["OTLP/JSON floor"]
+    print(
+        f"\nIn instructions (callgrind, {spans:,} spans, each pass counted in one process): "
+        f"binary floor {counts['binary floor'] / spans / 1000:.1f}k per span, replay "
+        f"{counts['binary replay'] / spans / 1000:.1f}k, **{binary_ratio:.2f}x**; OTLP/JSON "
+        f"floor {counts['OTLP/JSON floor'] / spans / 1000:.1f}k, replay "
+        f"{counts['OTLP/JSON replay'] / spans / 1000:.1f}k, **{json_ratio:.2f}x**; the "
+        f"user's script {script / spans / 1000:.1f}k, "
+        f"{user:.2f}x."
+    )
+    record("replay.binary", instructions=binary_ratio)
+    record("replay.json", instructions=json_ratio, instructions_ledger=user)
 
 
 def main() -> int:
@@ -474,11 +561,16 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--rss", type=int, metavar="N", help="also measure peak RSS for N spans")
     parser.add_argument("--rss-child", help=argparse.SUPPRESS)
+    parser.add_argument("--count-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--counted", type=int, default=None, help="spans counted by callgrind")
     parser.add_argument("--keep", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--skip-export", action="store_true")
     args = parser.parse_args()
     if args.rss_child:
         rss_child(args.rss_child, args.keep)
+        return 0
+    if args.count_child:
+        count_child(*args.count_child)
         return 0
     spans = args.spans or (20_000 if args.quick else 100_000)
     repeat = args.repeat or (3 if args.quick else 5)
@@ -496,20 +588,23 @@ def main() -> int:
             " is what `otel-stall replay FILE` runs: the whole first pass, decoding, conventions,"
             " signing, run resolution and detection, for the report. Also given, as multiples of "
             "the floor's time: the first pass of `--out`, which also keeps every tool span's "
-            "`stall.*` attributes, and the replay against a floor that also parses the tool "
-            "payloads' JSON.\n"
+            "`stall.*` attributes, the replay against a floor that also parses the tool "
+            "payloads' JSON, and a user's own 40-line script (`bench/ledger.py`: orjson, sorted "
+            "keys, xxhash, a ledger per trace) on the same OTLP/JSON file.\n"
         )
         print(
             "| format | floor, spans/s | our decoding alone, spans/s | replay, spans/s "
             "| replay / floor | budget | | with `stall.*` kept for `--out` "
-            "| replay / floor with payload JSON |"
+            "| replay / floor with payload JSON | the user's script / floor |"
         )
-        print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
-        for label, path, floor in (
-            ("binary", binary, floor_binary),
-            ("OTLP/JSON", jsonl, floor_json),
+        print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+        for label, key, path, floor in (
+            ("binary", "replay.binary", binary, floor_binary),
+            ("OTLP/JSON", "replay.json", jsonl, floor_json),
         ):
-            print(f"| {label} {compare_to_floor(path, floor, spans, repeat)}", flush=True)
+            print(f"replay: {label}", file=sys.stderr, flush=True)
+            line, _ = compare_to_floor(key, path, floor, spans, repeat)
+            print(f"| {label} {line}", flush=True)
         out_s, written = best(out_pass, binary, 1)
         print(
             f"\n`replay --out` (both passes, binary in, OTLP/JSON out): "
@@ -517,7 +612,9 @@ def main() -> int:
         )
         if not args.skip_export:
             export_comparison(binary, min(spans, 20_000))
+        instructions(directory, args.counted or (2_000 if args.quick else 5_000))
         if args.rss:
+            print("replay: peak RSS", file=sys.stderr, flush=True)
             measure_rss(args.rss, directory)
         print()
     return 0

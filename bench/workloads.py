@@ -1,6 +1,6 @@
 """The processor benchmarks' workloads and pipelines, shared by the clock and the instruction count.
 
-Three workloads, each a function ``(tracer, units) -> spans`` that traces
+Four workloads, each a function ``(tracer, units) -> spans`` that traces
 ``units`` traces or agent runs and returns how many spans it ended:
 
 - ``non_tool``: an HTTP request as an instrumented web app traces it, a server
@@ -9,12 +9,17 @@ Three workloads, each a function ``(tracer, units) -> spans`` that traces
 - ``tool``: an agent run, one ``invoke_agent`` span over 50 ``execute_tool``
   spans, each with about 1.4 KB of JSON arguments and result, every call's
   text different from every other call's in the process (no cache hits);
+- ``chat``: an agent run of model calls only, ``chat`` spans with the usage
+  and finish-reason attributes and no captured content (the default of most
+  instrumentations);
 - ``looping``: an agent stuck in a loop, as one looks: each round a ``chat``
   span, then the same tool call with the same arguments and result again.
 
-Only the public API is used (``StallSpanProcessor`` from the package root), so
-the benchmarks run unchanged against an older checkout: run them with that
-checkout's interpreter.
+Three pipelines: A, the users' wiring without otel-stall; the *floor*, the same
+with :class:`FloorProcessor` in otel-stall's place, the least any stall detector
+must do per span; B, with ``StallSpanProcessor``. Only the public API is used
+(``StallSpanProcessor`` from the package root), so the benchmarks run unchanged
+against an older checkout: run them with that checkout's interpreter.
 """
 
 from __future__ import annotations
@@ -23,13 +28,18 @@ import itertools
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Literal
 
+import orjson
+import xxhash
+from budgets import BUDGETS
+from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind, Tracer
 
@@ -196,6 +206,20 @@ def _chat_span(tracer: Tracer) -> None:
         chat.set_attribute("gen_ai.response.finish_reasons", ("tool_calls",))
 
 
+CHATS_PER_RUN = 20
+
+
+def chat(tracer: Tracer, runs: int) -> int:
+    """``runs`` agent runs of 20 model calls each, no content captured."""
+    for r in range(runs):
+        with tracer.start_as_current_span(
+            "invoke_agent researcher", attributes=_agent_attributes(r)
+        ):
+            for _ in range(CHATS_PER_RUN):
+                _chat_span(tracer)
+    return runs * (CHATS_PER_RUN + 1)
+
+
 def looping(tracer: Tracer, runs: int) -> int:
     """``runs`` stuck agent runs: ten rounds of a model call and the same tool call."""
     for r in range(runs):
@@ -213,19 +237,47 @@ class Workload:
     """One row of the benchmark: a workload, its size per repetition, and its budget."""
 
     name: str
+    key: str
+    """The row in ``budgets.BUDGETS``."""
     work: Work
     units: int
     """Traces or runs per repetition: about 500 spans, one batch of the batch processor."""
-    budget: float
-    """Ceiling on the CPU-time ratio of the pipeline with otel-stall over the one without."""
+    tool_calls: int = 0
+    """Tool calls per unit, to give the cost per tool call."""
+
+    @property
+    def budget(self) -> float:
+        """Ceiling on the CPU-time ratio of the pipeline with otel-stall over the one without."""
+        return BUDGETS[self.key].limit
 
 
 WORKLOADS = (
-    Workload("non-tool spans", non_tool, 50, 1.05),
-    Workload("tool spans, 1.4 KB payload", tool, 10, 1.5),
-    Workload("a looping run", looping, 24, 1.6),
+    Workload("non-tool spans", "wiring.non_tool", non_tool, 50),
+    Workload("chat spans, no content", "wiring.chat", chat, 24),
+    Workload("tool spans, 1.4 KB payload", "wiring.tool", tool, 10, TOOLS_PER_RUN),
+    Workload("a looping run", "wiring.looping", looping, 24, ROUNDS_PER_LOOP),
 )
 """A repetition stays under the batch processor's 512-span batch: one flush, one request."""
+
+
+def code_under_test() -> str:
+    """The measured ``otel_stall``: its version, and its commit when it is a checkout.
+
+    Not its folder: the page names no path of the measuring machine.
+    """
+    import otel_stall
+
+    package = Path(otel_stall.__file__).resolve().parent
+    commit = ""
+    if (package.parent / ".git").exists():
+        out = subprocess.run(
+            ["git", "-C", str(package.parent), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        commit = f" at commit {out.stdout.strip()}" if out.returncode == 0 else ""
+    return f"otel-stall {otel_stall.__version__}{commit}"
 
 
 def payload_bytes() -> int:
@@ -233,24 +285,125 @@ def payload_bytes() -> int:
     return len(ARGUMENTS) + len(RESULT)
 
 
+# -- the floor -------------------------------------------------------------------
+
+
+def _canonical(text: Any) -> bytes:
+    """A payload's canonical bytes: JSON re-serialised with sorted keys, other text as it is."""
+    if not isinstance(text, str):
+        return repr(text).encode()
+    try:
+        return orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONDecodeError:
+        return text.encode()
+
+
+class FloorProcessor(SpanProcessor):
+    """The least a stall detector must do per span, in otel-stall's place: the budgets' floor.
+
+    For each tool span it reads the arguments and the result, canonicalises and
+    hashes them (orjson with sorted keys, xxhash), counts the call and its
+    repeats in its run (the agent span's trace, forgotten when the agent span
+    ends), and hands on a copy with 4 attributes set (the SDK's public
+    ``ReadableSpan``: an ended span takes no more attributes). Every other span
+    goes on after one dictionary lookup. No rules, no conventions, no events:
+    what otel-stall costs above this is the price of what it does beyond it.
+    """
+
+    def __init__(self, downstream: SpanProcessor) -> None:
+        self._downstream = downstream
+        self._runs: dict[int, dict[int, int]] = {}
+        self._lock = threading.Lock()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Hand the start on."""
+        self._downstream.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Sign and count a tool span, then hand it on; hand any other span on at once."""
+        attributes = span.attributes or {}
+        operation = attributes.get("gen_ai.operation.name")
+        context = span.context
+        if operation != "execute_tool" or context is None:
+            if operation == "invoke_agent" and context is not None:
+                with self._lock:
+                    self._runs.pop(context.trace_id, None)
+            self._downstream.on_end(span)
+            return
+        arguments = _canonical(attributes.get("gen_ai.tool.call.arguments", ""))
+        result = _canonical(attributes.get("gen_ai.tool.call.result", ""))
+        signature = xxhash.xxh3_64_intdigest(arguments + b"\0" + result)
+        with self._lock:
+            run = self._runs.setdefault(context.trace_id, {})
+            seen = run[signature] = run.get(signature, 0) + 1
+            seq = run[-1] = run.get(-1, 0) + 1
+        extra: dict[str, str | int] = {
+            "stall.signature": f"{signature:016x}",
+            "stall.call.seq": seq,
+            "stall.repeat.count": seen,
+            "stall.verdict": "ok" if seen < 3 else "warn",
+        }
+        self._downstream.on_end(
+            ReadableSpan(
+                name=span.name,
+                context=context,
+                parent=span.parent,
+                resource=span.resource,
+                attributes={**attributes, **extra},
+                events=span.events,
+                links=span.links,
+                kind=span.kind,
+                status=span.status,
+                start_time=span.start_time,
+                end_time=span.end_time,
+                instrumentation_scope=span.instrumentation_scope,
+            )
+        )
+
+    def shutdown(self) -> None:
+        """Shut the downstream processor down."""
+        self._downstream.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush the downstream processor."""
+        return self._downstream.force_flush(timeout_millis)
+
+    def open_runs(self) -> int:
+        """Runs it holds state for (the memory benchmark's check)."""
+        return len(self._runs)
+
+
 # -- the pipelines ---------------------------------------------------------------
+
+Side = Literal["without", "floor", "with"]
+SIDES: tuple[Side, ...] = ("without", "floor", "with")
+"""The three pipelines: without otel-stall, with the floor processor, with otel-stall."""
 
 
 def pipeline(
-    port: int, stall: bool, export_timeout: float | None = None
-) -> tuple[TracerProvider, StallSpanProcessor | None]:
-    """Pipeline A (``stall`` false) or B, batching to an OTLP/gRPC receiver on ``port``.
+    port: int, side: Side, export_timeout: float | None = None
+) -> tuple[TracerProvider, SpanProcessor]:
+    """One pipeline batching to an OTLP/gRPC receiver on ``port``, and its first processor.
 
     ``export_timeout`` (seconds) replaces the exporter's default of 10 where the
     process runs far slower than usual (under valgrind), so that no export times
     out and is retried: a retry would add instructions no user pays.
     """
-    batch: SpanProcessor = BatchSpanProcessor(
+    batch = BatchSpanProcessor(
         OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=export_timeout)
     )
-    processor = StallSpanProcessor(batch) if stall else None
+    return provider_for(side, batch)
+
+
+def provider_for(side: Side, downstream: SpanProcessor) -> tuple[TracerProvider, SpanProcessor]:
+    """A provider whose one processor is ``downstream``, or the floor or otel-stall around it."""
+    processor = downstream
+    if side == "floor":
+        processor = FloorProcessor(downstream)
+    elif side == "with":
+        processor = StallSpanProcessor(downstream)
     provider = TracerProvider()
-    provider.add_span_processor(processor or batch)
+    provider.add_span_processor(processor)
     return provider, processor
 
 
