@@ -28,7 +28,7 @@ from otel_stall.gateway import Gateway, GatewayConfig
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / "deploy" / "prometheus" / "rules"
 RULES = RULES_DIR / "otel-stall.rules.yml"
-RULES_TEST = RULES_DIR / "otel-stall.rules.test.yml"
+RULES_TEST = ROOT / "deploy" / "prometheus" / "tests" / "otel-stall.rules.test.yml"
 GRAFANA_ALERTS = ROOT / "deploy" / "grafana" / "provisioning" / "alerting" / "otel-stall-alerts.yml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "otel-stall.json"
 PROMETHEUS_ADDS = frozenset({"job", "instance"})
@@ -169,12 +169,23 @@ def test_promtool_checks_the_rules() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_promtool_checks_the_rules_folder_glob() -> None:
+    """`promtool check rules rules/*.yml` passes: the folder holds only rule files (issue 29)."""
+    promtool = require_tool("promtool")
+    files = sorted(str(p) for p in RULES_DIR.glob("*.yml"))
+    assert files
+    result = subprocess.run(
+        [promtool, "check", "rules", *files], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_promtool_unit_tests_pass() -> None:
     """`promtool test rules` runs the rule unit tests and they pass."""
     promtool = require_tool("promtool")
     result = subprocess.run(
         [promtool, "test", "rules", RULES_TEST.name],
-        cwd=RULES_DIR,
+        cwd=RULES_TEST.parent,
         capture_output=True,
         text=True,
         check=False,
