@@ -21,9 +21,18 @@ $(VENV)/.installed: pyproject.toml setup.py otel_stall/core/_canon.c
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
+# The demo's own virtualenv: the runtime dependencies only, not the dev toolchain (issue 29).
+DEMO_VENV ?= .venv-demo
+
+$(DEMO_VENV)/.installed: pyproject.toml setup.py otel_stall/core/_canon.c
+	test -x $(DEMO_VENV)/bin/python || $(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(DEMO_VENV)/bin/python -m pip install --quiet -e .
+	touch $@
+
 ## demo: run a simulated looping agent through the live processor, then replay its capture
-demo: $(VENV)/.installed
-	$(BIN)/otel-stall demo
+demo: $(DEMO_VENV)/.installed
+	$(DEMO_VENV)/bin/otel-stall demo
 
 ## test: lint, type-check and run the whole test suite (what CI runs)
 test: lint typecheck unit
@@ -59,7 +68,7 @@ docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache build dist
+	rm -rf $(VENV) $(DEMO_VENV) site .pytest_cache .mypy_cache .ruff_cache build dist
 
 ## fixtures: regenerate tests/frameworks/ from real agent frameworks run offline (ONLY=name[/layout])
 .PHONY: fixtures

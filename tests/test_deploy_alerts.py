@@ -28,7 +28,7 @@ from otel_stall.gateway import Gateway, GatewayConfig
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / "deploy" / "prometheus" / "rules"
 RULES = RULES_DIR / "otel-stall.rules.yml"
-RULES_TEST = RULES_DIR / "otel-stall.rules.test.yml"
+RULES_TEST = ROOT / "deploy" / "prometheus" / "tests" / "otel-stall.rules.test.yml"
 GRAFANA_ALERTS = ROOT / "deploy" / "grafana" / "provisioning" / "alerting" / "otel-stall-alerts.yml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "otel-stall.json"
 PROMETHEUS_ADDS = frozenset({"job", "instance"})
@@ -169,12 +169,23 @@ def test_promtool_checks_the_rules() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_promtool_checks_the_rules_folder_glob() -> None:
+    """`promtool check rules rules/*.yml` passes: the folder holds only rule files (issue 29)."""
+    promtool = require_tool("promtool")
+    files = sorted(str(p) for p in RULES_DIR.glob("*.yml"))
+    assert files
+    result = subprocess.run(
+        [promtool, "check", "rules", *files], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_promtool_unit_tests_pass() -> None:
     """`promtool test rules` runs the rule unit tests and they pass."""
     promtool = require_tool("promtool")
     result = subprocess.run(
         [promtool, "test", "rules", RULES_TEST.name],
-        cwd=RULES_DIR,
+        cwd=RULES_TEST.parent,
         capture_output=True,
         text=True,
         check=False,
@@ -218,13 +229,62 @@ def test_dashboard_shows_every_alert_expression() -> None:
 
 
 def test_grafana_datasource_uids_match() -> None:
-    """Dashboards and alerts reference datasources that are provisioned."""
+    """Alerts reference provisioned datasources; the dashboard's plugins are provisioned too."""
     path = ROOT / "deploy/grafana/provisioning/datasources/datasources.yml"
-    uids = {s["uid"] for s in yaml.safe_load(path.read_text())["datasources"]}
+    provisioned = yaml.safe_load(path.read_text())["datasources"]
+    assert {r["data"][0]["datasourceUid"] for r in grafana_rules()} <= {
+        s["uid"] for s in provisioned
+    }
     dashboard = json.loads(DASHBOARD.read_text())
-    used = {p["datasource"]["uid"] for p in dashboard["panels"] if "datasource" in p}
-    used |= {r["data"][0]["datasourceUid"] for r in grafana_rules()}
-    assert used <= uids
+    plugins = {i["pluginId"] for i in dashboard["__inputs"] if i["type"] == "datasource"}
+    assert plugins <= {s["type"] for s in provisioned}
+
+
+def _datasources(node: Any) -> list[dict[str, Any]]:
+    """Every ``datasource`` object anywhere in a dashboard (panels, targets, variables)."""
+    if isinstance(node, list):
+        return [d for item in node for d in _datasources(item)]
+    if not isinstance(node, dict):
+        return []
+    found = [node["datasource"]] if isinstance(node.get("datasource"), dict) else []
+    return found + [d for value in node.values() for d in _datasources(value)]
+
+
+def test_dashboard_imports_with_its_inputs_and_variables() -> None:
+    """Importable anywhere: datasources are `__inputs` (and variables), no uid is hardcoded.
+
+    Grafana's import replaces each ``${DS_*}`` by the datasource the user picks;
+    provisioned, the datasource variables of the same names pick one. Job and
+    agent are variables, and so is the Jaeger service (issue 29).
+    """
+    dashboard = json.loads(DASHBOARD.read_text())
+    inputs = {i["name"]: i["pluginId"] for i in dashboard["__inputs"] if i["type"] == "datasource"}
+    assert set(inputs.values()) == {"prometheus", "jaeger"}
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    for name, plugin in inputs.items():
+        assert variables[name]["type"] == "datasource"
+        assert variables[name]["query"] == plugin
+    used = _datasources(dashboard["panels"]) + _datasources(dashboard["templating"])
+    assert used
+    assert {d["uid"] for d in used} <= {"${" + name + "}" for name in inputs}
+    assert all(inputs[d["uid"][2:-1]] == d["type"] for d in used)
+    assert {"job", "agent", "jaeger_service"} <= set(variables)
+    jaeger = [t for p in dashboard["panels"] for t in p.get("targets", []) if "service" in t]
+    assert jaeger
+    assert {t["service"] for t in jaeger} == {"${jaeger_service}"}
+
+
+def test_dashboard_panels_read_zero_before_the_first_event() -> None:
+    """An unsplit panel shows 0, not "No data", before its counter's first event."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    unsplit = [
+        t["expr"]
+        for p in dashboard["panels"]
+        for t in p.get("targets", [])
+        if "expr" in t and " by (" not in t["expr"]
+    ]
+    assert unsplit
+    assert [e for e in unsplit if not e.rstrip().endswith("or vector(0)")] == []
 
 
 @pytest.mark.parametrize("expr", all_exprs())
@@ -236,6 +296,8 @@ def test_expression_uses_live_metrics_and_labels(live: Live, expr: str) -> None:
         assert name in live, f"{name} is not emitted; live metrics: {sorted(live)}"
         labels = live[name]
         for label, op, wanted in matchers:
+            if label in PROMETHEUS_ADDS:
+                continue  # the dashboard's $job variable: Prometheus adds it on scrape
             assert label in labels, f"{name} has no label {label}; it has {sorted(labels)}"
             if op == "=":
                 assert wanted in labels[label], f"{name}{{{label}}} never is {wanted!r}"

@@ -144,12 +144,20 @@ def test_readme_gives_the_demo_and_test_commands() -> None:
     assert re.search(r"^make test\b", text, re.M)
 
 
-def test_readme_links_resolve() -> None:
-    """Every relative link in the README points at a file or directory of the repository."""
-    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text(encoding="utf-8"))
-    relative = [link for link in links if "://" not in link]
-    assert relative
-    assert [link for link in relative if not (ROOT / link).exists()] == []
+PROJECT = "https://github.com/otel-stall/otel-stall"
+"""The project URL of pyproject.toml: the README's links are absolute under it."""
+OWN_LINK = re.compile(re.escape(PROJECT) + r"/(?:blob|tree)/main/([^)#]+)(?:#([^)]*))?\)")
+
+
+def test_readme_links_are_absolute_and_resolve() -> None:
+    """No relative link (a package index page breaks them); each link to the repository resolves."""
+    text = README.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)]+)\)", text)
+    assert [link for link in links if "://" not in link and not link.startswith("#")] == []
+    own = OWN_LINK.findall(text)
+    assert own
+    assert [path for path, _ in own if not (ROOT / path).exists()] == []
+    assert PROJECT in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 
 
 def heading_anchors(page: Path) -> set[str]:
@@ -160,7 +168,8 @@ def heading_anchors(page: Path) -> set[str]:
 
 def test_readme_anchors_resolve() -> None:
     """Every link from the README to a section of a docs page names a heading of that page."""
-    links = re.findall(r"\]\((docs/[^)#]+\.md)#([^)]+)\)", README.read_text(encoding="utf-8"))
+    text = README.read_text(encoding="utf-8")
+    links = [(page, a) for page, a in OWN_LINK.findall(text) if page.startswith("docs/") and a]
     assert links
     assert [(page, a) for page, a in links if a not in heading_anchors(ROOT / page)] == []
 

@@ -15,8 +15,13 @@ configured from ``OTEL_STALL_*``, so every span is exported once, enriched.
 
 It takes effect only when chosen by name. Installed beside another configurator
 (``opentelemetry-distro``'s) with ``OTEL_PYTHON_CONFIGURATOR`` unset, either may
-be the one that runs; this one then does exactly what the SDK's default does,
-so installing otel-stall changes nobody's telemetry unasked.
+be the one ``opentelemetry-instrument`` runs (it takes the first it finds). When
+it is this one, it runs the other configurator in its place, and the
+instrumentation's "Configuration of configurator not loaded, otel_stall already
+loaded" for it is not printed (issue 29): installing otel-stall changes nobody's
+telemetry, nor their output, unasked. Alone, it does what the SDK's default does.
+When the other is found first, otel-stall's code never runs, and the
+instrumentation's own line naming otel_stall cannot be silenced from here.
 
 The SDK's hook for the exporters' processor arrived in opentelemetry-sdk 1.40.
 On an older SDK the set-up goes on without otel-stall (failing open) and an
@@ -29,6 +34,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+from importlib.metadata import entry_points
 from typing import Any, Final
 
 from opentelemetry import trace
@@ -46,6 +52,7 @@ NAME: Final = "otel_stall"
 """The entry point's name: the value of ``OTEL_PYTHON_CONFIGURATOR`` that selects it."""
 
 _SELECT: Final = "OTEL_PYTHON_CONFIGURATOR"
+_GROUP: Final = "opentelemetry_configurator"
 _HOOK: Final = "export_span_processor"
 SDK_HAS_HOOK: Final = _HOOK in inspect.signature(_initialize_components).parameters
 """Whether this SDK lets a configurator choose the exporters' processor (1.40 and later)."""
@@ -63,6 +70,8 @@ class StallConfigurator(_OTelSDKConfigurator):
     """
 
     def _configure(self, **kwargs: Any) -> None:
+        if not os.environ.get(_SELECT, "").strip() and _ran_another(kwargs):
+            return
         if os.environ.get(_SELECT, "").strip() == NAME and _HOOK not in kwargs:
             if SDK_READS_CONFIG_FILE and os.environ.get(_CONFIG_FILE):
                 logger.error(
@@ -89,6 +98,32 @@ class StallConfigurator(_OTelSDKConfigurator):
             provider = trace.get_tracer_provider()
             if isinstance(provider, TracerProvider):
                 adopt(provider, wrapper.processor)  # install() in the app then returns it
+
+
+_LOADER_LOGGER: Final = "opentelemetry.instrumentation.auto_instrumentation._load"
+_SKIPPED: Final = "Configuration of %s not loaded, %s already loaded"
+
+
+def _ran_another(kwargs: dict[str, Any]) -> bool:
+    """Unselected: run the first other configurator installed, as if found first; False if none.
+
+    The instrumentation then skips that one, saying otel_stall was loaded instead:
+    that one line is filtered out, since nothing of otel-stall's was loaded.
+    """
+    others = [ep for ep in entry_points(group=_GROUP) if ep.name != NAME]
+    if not others:
+        return False
+    logging.getLogger(_LOADER_LOGGER).addFilter(_not_about_us)
+    others[0].load()().configure(**kwargs)
+    return True
+
+
+def _not_about_us(record: logging.LogRecord) -> bool:
+    """Drop "Configuration of X not loaded, otel_stall already loaded"; keep every other line."""
+    args = record.args
+    return not (
+        record.msg == _SKIPPED and isinstance(args, tuple) and len(args) == 2 and args[1] == NAME
+    )
 
 
 class ExporterWrapper:

@@ -44,6 +44,7 @@ import orjson
 import zstandard
 
 from otel_stall.core.errors import InputError
+from otel_stall.offline import stores
 from otel_stall.offline.inputs import (
     STDIN,
     InputChanged,
@@ -79,8 +80,8 @@ DEFAULT_MAX_MESSAGE: Final = DEFAULT_MAX_LINE
 NOT_A_SPAN_FILE: Final = "not a span file (format not recognised)"
 FORMATS_READ: Final = (
     "OTLP/JSON lines (the collector's file exporter), an OTLP/JSON document, "
-    "length-prefixed OTLP protobuf (zstd per message too) and JSONL tool calls, "
-    "each optionally gzip- or zstd-compressed"
+    "length-prefixed OTLP protobuf (zstd per message too), JSONL tool calls and "
+    f"{stores.STORES_READ}, each optionally gzip- or zstd-compressed"
 )
 """What the sniffer reads, for messages that must say so."""
 _SNIFF: Final = 1 << 16
@@ -131,6 +132,8 @@ class Unit:
     proto: bytes | None = None
     events: Any = None
     """A :class:`otel_stall.offline.jsonl.LoadResult`, for the tool-call format."""
+    detail: str = ""
+    """For an unrecognised JSON file: what it holds (its top-level keys)."""
 
     def error(self, message: str) -> InputError:
         """An error at this unit's position."""
@@ -336,12 +339,14 @@ def read_units(
 class _Reader:
     """One input's reading: its label, where its errors go, and its cap."""
 
-    __slots__ = ("cap", "errors", "path")
+    __slots__ = ("cap", "errors", "ids", "path")
 
     def __init__(self, path: str, errors: list[InputError], cap: int) -> None:
         self.path = path
         self.errors = errors
         self.cap = cap
+        self.ids = stores.Ids()
+        """The file's id encoding (hex or base64), decided once."""
 
     def _error(self, message: str, *, line: int | None = None, offset: int | None = None) -> None:
         self.errors.append(InputError(self.path, line, offset, message))
@@ -404,8 +409,10 @@ class _Reader:
             yield Unit(self.path, Format.TOOL_CALLS, events=events)
         elif fmt == Format.JSON_DOCUMENT:
             yield from self._document_unit(body)
-        else:
-            yield Unit(self.path, Format.UNRECOGNISED)
+        else:  # a trace store's export, or not a span file
+            store, obj, detail = stores.read_store(body, self.cap, self.ids)
+            fmt = store or Format.UNRECOGNISED
+            yield Unit(self.path, fmt, line=1 if store else None, json=obj, detail=detail)
 
     def _over_cap_start(self, head: bytes, lines: Iterator[bytes | None]) -> Iterator[Unit]:
         """A first line over the cap: OTLP lines go on from line 2; other files hold no spans."""
@@ -428,7 +435,8 @@ class _Reader:
             return
         docs = obj if isinstance(obj, list) else [obj]
         for doc in docs:
-            yield Unit(self.path, Format.JSON_DOCUMENT, line=1, json=doc)
+            fmt, found = stores.normalise(doc, self.ids, Format.JSON_DOCUMENT)
+            yield Unit(self.path, fmt, line=1, json=found)
 
     def _json_line_units(self, lines: Iterable[bytes | None], start: int = 1) -> Iterator[Unit]:
         for number, line in enumerate(lines, start):
@@ -445,7 +453,8 @@ class _Reader:
                     reason += "; the last line looks truncated"
                 self._error(f"invalid JSON ({reason})", line=number)
                 continue
-            yield Unit(self.path, Format.JSON_LINES, line=number, json=obj)
+            fmt, obj = stores.normalise(obj, self.ids, Format.JSON_LINES)
+            yield Unit(self.path, fmt, line=number, json=obj)
 
     def _proto_units(self, body: IO[bytes]) -> Iterator[Unit]:
         offset = 0

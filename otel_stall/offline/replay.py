@@ -48,6 +48,7 @@ from otel_stall.offline.deadline import DEADLINE_ENV, deadline_from_env
 from otel_stall.offline.intake import Intake
 from otel_stall.offline.readers import (
     DEFAULT_MAX_MESSAGE,
+    FORMATS_READ,
     NOT_A_SPAN_FILE,
     STDIN,
     Format,
@@ -145,6 +146,13 @@ class ReplayResult:
         return out
 
 
+def _not_a_span_file(unit: Unit) -> str:
+    """The message for a file that holds no spans: for JSON, what it holds, and what is read."""
+    if not unit.detail:
+        return NOT_A_SPAN_FILE
+    return f"{NOT_A_SPAN_FILE}: found {unit.detail}; otel-stall reads {FORMATS_READ}"
+
+
 def _label(path: str) -> str:
     return STDIN_LABEL if path == STDIN else path
 
@@ -210,7 +218,7 @@ class Replayer:
                 if unit.format == Format.UNRECOGNISED:
                     # Named by the user, it is an error; found in a directory, a note.
                     notes = errors if path in named else result.skipped
-                    notes.append(unit.error(NOT_A_SPAN_FILE))
+                    notes.append(unit.error(_not_a_span_file(unit)))
                     continue
                 if unit.events is not None:
                     loaded = unit.events

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
-from importlib.metadata import entry_points
+from importlib.metadata import distributions, entry_points
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +56,13 @@ def instrumented_run(
     config_file: str | None = None,
     event_signal: str = "span",
     prelude: str = "",
+    pythonpath: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run APP under ``opentelemetry-instrument``, exporting over OTLP/gRPC to ``receiver``.
 
     ``sampler`` is ``OTEL_TRACES_SAMPLER`` and its argument; ``config_file`` is
     ``OTEL_CONFIG_FILE``. Log records go to the console when ``event_signal`` asks for them.
-    ``prelude`` is code the app runs first.
+    ``prelude`` is code the app runs first; ``pythonpath`` is ``PYTHONPATH``.
     """
     env = {
         "OTEL_TRACES_EXPORTER": exporters,
@@ -76,6 +78,8 @@ def instrumented_run(
         env["OTEL_TRACES_SAMPLER"], env["OTEL_TRACES_SAMPLER_ARG"] = sampler
     if config_file is not None:
         env["OTEL_CONFIG_FILE"] = config_file
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     instrument = Path(sys.executable).with_name("opentelemetry-instrument")
     return run_python(["-c", prelude + APP], env=env, launcher=[str(instrument)])
 
@@ -231,6 +235,50 @@ def test_selected_with_a_config_file_it_says_the_sdk_ignores_it() -> None:
 def test_not_selected_it_is_the_sdks_default_set_up() -> None:
     """Without OTEL_PYTHON_CONFIGURATOR=otel_stall, spans leave as the SDK alone would send them."""
     _, spans = exported(select=False)
+    assert not any(k.startswith("stall.") for s in spans for k in s.attributes)
+
+
+OTHER_CONFIGURATOR = textwrap.dedent(
+    """
+    import sys
+    from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+
+    class OtherConfigurator(_OTelSDKConfigurator):
+        def _configure(self, **kwargs):
+            print("the other configurator ran", file=sys.stderr)
+            super()._configure(**kwargs)
+    """
+)
+
+
+def _distribution(folder: Path, name: str, entry_points_text: str) -> None:
+    """A distribution's metadata in ``folder``, with its entry points (a real install's shape)."""
+    info = folder / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(entry_points_text)
+
+
+def test_not_selected_beside_another_configurator_it_runs_that_one_and_says_nothing(
+    tmp_path: Path,
+) -> None:
+    """Found first and not chosen, it runs the other configurator and prints no "not loaded"."""
+    ours, other = tmp_path / "ours", tmp_path / "other"
+    (own,) = (d for d in distributions() if d.metadata["Name"] == "otel-stall")
+    _distribution(ours, "otel-stall", own.read_text("entry_points.txt") or "")
+    _distribution(
+        other,
+        "other-configurator",
+        "[opentelemetry_configurator]\nconfigurator = other_configurator:OtherConfigurator\n",
+    )
+    (other / "other_configurator.py").write_text(OTHER_CONFIGURATOR)
+    with GrpcReceiver() as receiver:  # otel_stall's metadata first on the path: it is found first
+        done = instrumented_run(
+            receiver, "otlp", select=False, pythonpath=f"{ours}{os.pathsep}{other}"
+        )
+        spans = arrived_once(receiver)
+    assert "the other configurator ran" in done.stderr
+    assert "not loaded" not in done.stderr
     assert not any(k.startswith("stall.") for s in spans for k in s.attributes)
 
 

@@ -242,11 +242,11 @@ def test_not_span_files_in_a_directory_are_skipped_not_errors(tmp_path: Path) ->
     found = Replayer().analyse([str(tmp_path)])
     assert found.errors == []
     assert sorted(Path(e.path).name for e in found.skipped) == sorted(NOT_SPAN_FILES)
-    assert {e.message for e in found.skipped} == {NOT_A_SPAN_FILE}
+    assert {e.message.split(":")[0] for e in found.skipped} == {NOT_A_SPAN_FILE}
     assert found.spans == SPANS_IN_DATASET
     named = Replayer().analyse([str(tmp_path / name) for name in NOT_SPAN_FILES])
     assert (len(named.errors), named.skipped) == (len(NOT_SPAN_FILES), [])
-    assert {e.message for e in named.errors} == {NOT_A_SPAN_FILE}
+    assert {e.message.split(":")[0] for e in named.errors} == {NOT_A_SPAN_FILE}
 
 
 @pytest.mark.parametrize(
