@@ -23,6 +23,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from otel_stall.conventions import Conventions, CustomConvention
 from otel_stall.core.records import Finding
+from otel_stall.core.stall_attributes import with_defaults
 from otel_stall.live.processor import StallSpanProcessor
 
 Attrs = dict[str, Any]
@@ -105,6 +106,11 @@ def make_pipeline(
 def stall(span: ReadableSpan) -> Attrs:
     """The ``stall.*`` attributes of an exported span."""
     return {k: v for k, v in (span.attributes or {}).items() if k.startswith("stall.")}
+
+
+def stall_values(span: ReadableSpan) -> Attrs:
+    """The ``stall.*`` attributes of an exported span as a reader takes them: absent is default."""
+    return with_defaults(stall(span))
 
 
 def events(span: ReadableSpan, name: str = "stall.detected") -> list[Attrs]:

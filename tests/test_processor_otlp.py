@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from otlp_receiver import GrpcReceiver, HttpReceiver, OtlpReceiver, ReceivedSpan
 from stall_pipeline import STYLES, Agent, Call
 
+from otel_stall.core.stall_attributes import with_defaults
 from otel_stall.live.processor import StallSpanProcessor
 
 pytestmark = pytest.mark.e2e
@@ -34,15 +35,16 @@ def _check(receiver: OtlpReceiver) -> None:
         by_name.setdefault(span.name, []).append(span)
     tools = sorted(by_name["execute_tool search"], key=lambda s: s.attributes["stall.seq"])
     assert [t.attributes["stall.seq"] for t in tools] == [1, 2, 3, 4, 5]
-    assert [t.attributes["stall.action"] for t in tools] == [
+    assert [with_defaults(t.attributes)["stall.action"] for t in tools] == [
         "continue",
         "refuse",
         "warn",
         "warn",
         "break",
     ]
-    assert tools[0].attributes["stall.new_fact"] is True
-    assert "stall.repeat.of" not in tools[0].attributes
+    # A first call's defaults are not sent: absent means continue, a new fact, no repeat.
+    assert not {"stall.action", "stall.new_fact", "stall.repeat.of"} & set(tools[0].attributes)
+    assert tools[1].attributes["stall.new_fact"] is False  # a real OTLP bool
     assert tools[1].attributes["stall.repeat.of"] == 1
     assert tools[0].attributes["gen_ai.tool.call.arguments"] == '{"query": "x"}'
     (run,) = by_name["invoke_agent researcher"]
@@ -51,14 +53,11 @@ def _check(receiver: OtlpReceiver) -> None:
     assert run.attributes["stall.score"] == pytest.approx(0.95)  # break: (3 + 0.8) / 4
     assert isinstance(run.attributes["stall.score"], float)
     assert (run.attributes["stall.tool_calls"], run.attributes["stall.rounds"]) == (5, 5)
-    kinds = [e.attributes["stall.kind"] for e in run.events if e.name == "stall.detected"]
-    assert kinds == [
-        "duplicate_call",
-        "repeat",
-        "duplicate_call",
-        "duplicate_call",
-        "repeat",
-        "duplicate_call",
+    assert run.attributes["stall.refusals"] == 4  # duplicate_call at calls 2 to 5
+    detected = [e.attributes for e in run.events if e.name == "stall.detected"]
+    assert [(e["stall.kind"], e["stall.action"]) for e in detected] == [
+        ("repeat", "warn"),
+        ("repeat", "break"),
     ]
 
 

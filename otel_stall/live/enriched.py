@@ -20,6 +20,7 @@ from opentelemetry.trace import Link, SpanContext
 from opentelemetry.util.types import Attributes
 
 from otel_stall.conventions import SpanRecord
+from otel_stall.core.stall_attributes import with_defaults
 
 
 def attribute_dict(span: ReadableSpan) -> dict[str, Any]:
@@ -120,14 +121,19 @@ def enrich(
     dropped_events: int = 0,
     *,
     redacted: bool = False,
+    full: bool = False,
 ) -> ReadableSpan:
     """What downstream gets for ``span``: ``attributes`` plus ``extra``, within ``limits``.
+
+    ``full``: ``extra`` with its omitted defaults written out (:func:`with_defaults`).
 
     ``attributes`` is a plain-dict copy of the span's own (it is extended in place);
     ``events``, if given, replace the span's. A view (:class:`EnrichedSpan`) unless
     ``redacted``: the view would keep the ended span, raw payloads and all, reachable
     from what is exported (a pickling exporter would send them), so that is a full copy.
     """
+    if full:
+        extra = with_defaults(extra)
     dropped_attributes = add_within_limits(attributes, extra, limits)
     if redacted:
         return copy_span(span, attributes, events, dropped_events, dropped_attributes)

@@ -63,9 +63,11 @@ from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import Finding, RunReport, Status, Verdict
 from otel_stall.core.stall_attributes import (
+    escalations,
     finding_event_attributes,
     run_span_attributes,
     tool_span_attributes,
+    with_defaults,
 )
 from otel_stall.live.enriched import (
     attribute_dict,
@@ -448,7 +450,10 @@ class StallSpanProcessor(SpanProcessor):
             events = redact_events(span.events if events is None else events, self._content_keys)
         elif not extra and events is None:
             return span
-        return enrich(span, attributes, extra, self._limits, events, dropped, redacted=redacting)
+        full = self.settings.full_attributes
+        return enrich(
+            span, attributes, extra, self._limits, events, dropped, redacted=redacting, full=full
+        )
 
     def _root_end(self, span: ReadableSpan) -> ReadableSpan:
         """A plain trace root ended: its trace's run, if one was made, ends with it."""
@@ -462,7 +467,8 @@ class StallSpanProcessor(SpanProcessor):
         events, dropped = self._run_ended(span, run, extra)
         if events is None:
             return span  # never used, or nothing to report: extra is empty too
-        return enrich(span, attribute_dict(span), extra, self._limits, events, dropped)
+        full = self.settings.full_attributes
+        return enrich(span, attribute_dict(span), extra, self._limits, events, dropped, full=full)
 
     def _detect(
         self,
@@ -664,7 +670,7 @@ class StallSpanProcessor(SpanProcessor):
         span = run.span
         report = self._finish_early(run)
         if span is not None and report is not None:
-            _leave_on_span(span, run, report)
+            _leave_on_span(span, run, report, self.settings.full_attributes)
         run.release()
 
     def _finish_early(self, run: Run) -> RunReport | None:
@@ -707,6 +713,9 @@ class StallSpanProcessor(SpanProcessor):
         """Under the run lock: add findings to the run span if open, else keep them for its copy."""
         if self.settings.event_signal == "logs" or run.spanless:
             return  # log-based events only (_deliver emits them), or no run span to carry them
+        findings = escalations(findings)  # a refusal gets no event: see stall_attributes
+        if not findings:
+            return
         span = run.span
         if self.settings.live_events and span is not None and span.is_recording():
             for finding in findings:
@@ -782,13 +791,14 @@ def _resolved(settings: ProcessorSettings | None, explicit: dict[str, Any]) -> P
     return settings
 
 
-def _leave_on_span(span: Span, run: Run, report: RunReport) -> None:
+def _leave_on_span(span: Span, run: Run, report: RunReport, full: bool) -> None:
     """An evicted run's report and waiting findings, on its open run span (as a copy has them)."""
     if not span.is_recording():
         return
     with run.lock:
         pending = list(run.pending or ())
-    span.set_attributes(run_span_attributes(report))
+    attributes = run_span_attributes(report)
+    span.set_attributes(with_defaults(attributes) if full else attributes)
     for when, finding in pending:
         attributes = finding_event_attributes(finding)
         span.add_event(StallEventAttributes.EVENT_NAME, attributes, timestamp=when)

@@ -42,6 +42,7 @@ from otel_stall.core.stall_attributes import (
     AttributeValue,
     SpanEvent,
     finding_event_attributes,
+    is_escalation,
     run_span_attributes,
     tool_span_attributes,
 )
@@ -557,6 +558,7 @@ class TraceAnalyzer:
             result.events[run_span_id] = [
                 SpanEvent(StallEventAttributes.EVENT_NAME, t, finding_event_attributes(f))
                 for t, f in fired
+                if is_escalation(f)  # a refusal gets no event: see stall_attributes
             ]
         return report
 
