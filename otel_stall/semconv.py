@@ -34,7 +34,9 @@ class StallAttributes:
 
     Only ``false`` is written: a call that brought nothing new is the one to look at."""
     ACTION: Final = "stall.action"
-    """string: ``warn``, ``refuse``, ``break`` or ``escalate``; absent: ``continue``."""
+    """string: ``continue``, ``warn``, ``refuse``, ``break`` or ``escalate``; always set.
+
+    ``continue`` too: span metrics group tool spans by it (a metric label must not vanish)."""
 
     VERDICT: Final = "stall.verdict"
     """string, run span: ``ok``, ``warn``, ``break`` or ``escalate``."""

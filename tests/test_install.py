@@ -65,7 +65,7 @@ def test_install_passes_span_limits_to_the_processor() -> None:
     tool = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool search")
     assert len(tool.attributes or {}) == 6
     assert tool.dropped_attributes > 0
-    assert "stall.result.digest" in (tool.attributes or {})  # the newest stay
+    assert "stall.action" in (tool.attributes or {})  # the newest stay
 
 
 def test_install_reads_policy_from_environ() -> None:

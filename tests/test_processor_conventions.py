@@ -68,14 +68,20 @@ def test_loop_enriches_tool_spans(style: Style) -> None:
     assert [r[S.ACTION] for r in rows] == LOOP_ACTIONS
     exported = [stall(s) for s in tools]
     # A first call that brought something new carries no attribute at its default...
-    assert set(exported[0]) == {S.SEQ, S.ROUND, S.SIGNATURE, S.CALL_SIGNATURE, S.RESULT_DIGEST}
+    assert set(exported[0]) == {
+        S.SEQ,
+        S.ROUND,
+        S.SIGNATURE,
+        S.CALL_SIGNATURE,
+        S.RESULT_DIGEST,
+        S.ACTION,  # always: span metrics group by it
+    }
     # ...and a repeat carries every one.
     assert set(exported[1]) == set(exported[0]) | {
         S.REPEAT_COUNT,
         S.REPEAT_OF,
         S.REPEAT_CONSECUTIVE,
         S.NEW_FACT,
-        S.ACTION,
     }
     assert len({r[S.SIGNATURE] for r in rows}) == 1
     assert len({r[S.CALL_SIGNATURE] for r in rows}) == 1

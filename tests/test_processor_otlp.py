@@ -35,15 +35,18 @@ def _check(receiver: OtlpReceiver) -> None:
         by_name.setdefault(span.name, []).append(span)
     tools = sorted(by_name["execute_tool search"], key=lambda s: s.attributes["stall.seq"])
     assert [t.attributes["stall.seq"] for t in tools] == [1, 2, 3, 4, 5]
-    assert [with_defaults(t.attributes)["stall.action"] for t in tools] == [
+    assert [t.attributes["stall.action"] for t in tools] == [
         "continue",
         "refuse",
         "warn",
         "warn",
         "break",
     ]
-    # A first call's defaults are not sent: absent means continue, a new fact, no repeat.
-    assert not {"stall.action", "stall.new_fact", "stall.repeat.of"} & set(tools[0].attributes)
+    # A first call's defaults are not sent: absent means a new fact, once, not a repeat.
+    assert not {"stall.new_fact", "stall.repeat.count", "stall.repeat.of"} & set(
+        tools[0].attributes
+    )
+    assert with_defaults(tools[0].attributes)["stall.new_fact"] is True
     assert tools[1].attributes["stall.new_fact"] is False  # a real OTLP bool
     assert tools[1].attributes["stall.repeat.of"] == 1
     assert tools[0].attributes["gen_ai.tool.call.arguments"] == '{"query": "x"}'

@@ -46,19 +46,21 @@ class SpanEvent:
 _ACTION_TEXT: Final = {action: action.value for action in Action}
 _KIND_TEXT: Final = {kind: kind.value for kind in Kind}
 _VERDICT_TEXT: Final = {verdict: verdict.value for verdict in Verdict}
-_CONTINUE: Final = Action.CONTINUE
 _REFUSE: Final = Action.REFUSE
+_ESCALATIONS: Final = frozenset((Action.WARN, Action.BREAK, Action.ESCALATE))
 
 TOOL_SPAN_DEFAULTS: Final[Mapping[str, AttributeValue]] = {
     Stall.REPEAT_COUNT: 1,
     Stall.REPEAT_CONSECUTIVE: 1,
     Stall.NEW_FACT: True,
-    Stall.ACTION: Action.CONTINUE.value,
 }
 """What an omitted tool-span attribute means (a first call that brought something new).
 
 ``stall.repeat.of`` and ``stall.result.digest`` have no default: absent, the call is
-a first occurrence, or its result was not captured."""
+a first occurrence, or its result was not captured. ``stall.action`` is always
+written, ``continue`` too: it is what the shipped pipeline groups tool spans by
+(the ``spanmetrics`` dimension in ``collector-config/gateway-return.yaml``), and a
+dimension default there would stamp ``continue`` on every span that is no tool call."""
 
 RUN_SPAN_DEFAULTS: Final[Mapping[str, AttributeValue]] = {
     Stall.DETECTED: False,
@@ -78,6 +80,7 @@ def tool_span_attributes(row: LedgerRow) -> dict[str, AttributeValue]:
         Stall.ROUND: row.round,
         Stall.SIGNATURE: row.signature,
         Stall.CALL_SIGNATURE: row.call_signature,
+        Stall.ACTION: _ACTION_TEXT[row.action],
     }
     if row.result_digest is not None:
         attrs[Stall.RESULT_DIGEST] = row.result_digest
@@ -89,8 +92,6 @@ def tool_span_attributes(row: LedgerRow) -> dict[str, AttributeValue]:
         attrs[Stall.REPEAT_CONSECUTIVE] = row.consecutive
     if not row.new_fact:
         attrs[Stall.NEW_FACT] = False
-    if row.action is not _CONTINUE:
-        attrs[Stall.ACTION] = _ACTION_TEXT[row.action]
     return attrs
 
 
@@ -147,12 +148,12 @@ def is_escalation(finding: Finding) -> bool:
     A refusal does not (see the module's docstring); on_finding, metrics and the
     report still get every finding.
     """
-    return finding.action is not _REFUSE
+    return finding.action in _ESCALATIONS
 
 
 def escalations(findings: Iterable[Finding]) -> list[Finding]:
     """The findings that get a ``stall.detected`` event, in order (:func:`is_escalation`)."""
-    return [f for f in findings if f.action is not _REFUSE]
+    return [f for f in findings if f.action in _ESCALATIONS]
 
 
 def finding_event_attributes(finding: Finding) -> dict[str, AttributeValue]:
