@@ -142,6 +142,13 @@ def with_defaults(attributes: Mapping[str, AttributeValue]) -> dict[str, Attribu
     return full
 
 
+def all_with_defaults(
+    by_span: Mapping[str, Mapping[str, AttributeValue]],
+) -> dict[str, dict[str, AttributeValue]]:
+    """:func:`with_defaults` of each span's attributes: the full output of a replay or gateway."""
+    return {span_id: with_defaults(attributes) for span_id, attributes in by_span.items()}
+
+
 def is_escalation(finding: Finding) -> bool:
     """Whether a finding gets a ``stall.detected`` event: it warns, breaks or escalates.
 
