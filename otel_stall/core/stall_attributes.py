@@ -80,7 +80,6 @@ def tool_span_attributes(row: LedgerRow) -> dict[str, AttributeValue]:
         Stall.ROUND: row.round,
         Stall.SIGNATURE: row.signature,
         Stall.CALL_SIGNATURE: row.call_signature,
-        Stall.ACTION: _ACTION_TEXT[row.action],
     }
     if row.result_digest is not None:
         attrs[Stall.RESULT_DIGEST] = row.result_digest
@@ -92,6 +91,7 @@ def tool_span_attributes(row: LedgerRow) -> dict[str, AttributeValue]:
         attrs[Stall.REPEAT_CONSECUTIVE] = row.consecutive
     if not row.new_fact:
         attrs[Stall.NEW_FACT] = False
+    attrs[Stall.ACTION] = _ACTION_TEXT[row.action]  # last: under a count limit, it stays
     return attrs
 
 
