@@ -18,11 +18,11 @@ class StallAttributes:
     ROUND: Final = "stall.round"
     """int: the round (model call plus the tool calls after it) the call belongs to, from 1."""
     REPEAT_COUNT: Final = "stall.repeat.count"
-    """int: occurrences of this full signature in the run so far, this one included."""
+    """int: occurrences of this full signature in the run so far, this one included; absent: 1."""
     REPEAT_OF: Final = "stall.repeat.of"
-    """int: ``stall.seq`` of the first occurrence; only set when the call is a repeat."""
+    """int: ``stall.seq`` of the first occurrence; absent: the call is not a repeat."""
     REPEAT_CONSECUTIVE: Final = "stall.repeat.consecutive"
-    """int: length of the current back-to-back run of this full signature."""
+    """int: length of the current back-to-back run of this full signature; absent: 1."""
     SIGNATURE: Final = "stall.signature"
     """string: xxh3 of tool, normalised arguments, result digest and status."""
     CALL_SIGNATURE: Final = "stall.call.signature"
@@ -30,20 +30,31 @@ class StallAttributes:
     RESULT_DIGEST: Final = "stall.result.digest"
     """string: xxh3 of the normalised result; absent when the result was not captured."""
     NEW_FACT: Final = "stall.new_fact"
-    """bool: the result carried a fingerprint not seen before in the run."""
+    """bool: the result carried a fingerprint not seen before in the run; absent: true.
+
+    Only ``false`` is written: a call that brought nothing new is the one to look at."""
     ACTION: Final = "stall.action"
-    """string: ``continue``, ``warn``, ``refuse``, ``break`` or ``escalate``."""
+    """string: ``continue``, ``warn``, ``refuse``, ``break`` or ``escalate``; always set.
+
+    ``continue`` too: span metrics group tool spans by it (a metric label must not vanish)."""
 
     VERDICT: Final = "stall.verdict"
     """string, run span: ``ok``, ``warn``, ``break`` or ``escalate``."""
     DETECTED: Final = "stall.detected"
-    """bool, run span: any rule fired. A real boolean so tail sampling can key on it."""
+    """bool, run span: any rule fired; absent: false. A real boolean for tail sampling.
+
+    Only ``true`` is written: tail sampling keys on ``stall.detected = true``."""
     SCORE: Final = "stall.score"
-    """double, run span: (verdict severity 0-3 + share of calls that repeated) / 4."""
+    """double, run span: (verdict severity 0-3 + share of calls that repeated) / 4; absent: 0."""
     TOOL_CALLS: Final = "stall.tool_calls"
     """int, run span: tool calls in the run."""
     ROUNDS: Final = "stall.rounds"
     """int, run span: rounds in the run."""
+    REFUSALS: Final = "stall.refusals"
+    """int, run span: calls the rules told the gate to refuse; absent: 0.
+
+    Refusals get no ``stall.detected`` event (a loop has one on every repeated
+    call): each shows on its tool span's ``stall.action``, and this counts them."""
     WASTED_TOKENS: Final = "stall.wasted.tokens"
     """int, run span: model tokens after the stall's onset; absent when none were captured."""
     WASTED_CALLS: Final = "stall.wasted.calls"
@@ -63,7 +74,11 @@ class StallEventAttributes:
     """The ``stall.detected`` event added to a run span when a finding fires."""
 
     EVENT_NAME: Final = "stall.detected"
-    """Event name, on the run span while it is still open."""
+    """Event name, on the run span while it is still open: one per escalation.
+
+    A finding that warns, breaks off or escalates gets one; a refusal does not
+    (see ``stall.refusals``). ``on_finding`` and the ``stall.findings`` counter get every
+    finding."""
     KIND: Final = "stall.kind"
     """string: the rule (``repeat``, ``duplicate_call``, ``no_new_facts``, ...)."""
     ACTION: Final = StallAttributes.ACTION

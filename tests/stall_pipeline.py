@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from otel_stall import Conventions, CustomConvention, Finding, StallSpanProcessor
+from otel_stall.core.stall_attributes import with_defaults
 
 Attrs = dict[str, Any]
 
@@ -103,6 +104,11 @@ def make_pipeline(
 def stall(span: ReadableSpan) -> Attrs:
     """The ``stall.*`` attributes of an exported span."""
     return {k: v for k, v in (span.attributes or {}).items() if k.startswith("stall.")}
+
+
+def stall_values(span: ReadableSpan) -> Attrs:
+    """The ``stall.*`` attributes of an exported span as a reader takes them: absent is default."""
+    return with_defaults(stall(span))
 
 
 def events(span: ReadableSpan, name: str = "stall.detected") -> list[Attrs]:

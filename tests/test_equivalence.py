@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from otel_stall import OtlpJsonLinesSpanExporter, Replayer, StallPolicy, StallSpanProcessor
+from otel_stall.core.stall_attributes import with_defaults
 from otel_stall.demo import run_looping_agent, run_progressing_agent
 from otel_stall.otlp.decode import spans_from_json
 from otel_stall.otlp.encode import traces_from_json
@@ -249,12 +250,17 @@ def test_replay_matches_live(
     assert enriched > 10
 
 
+@pytest.mark.parametrize("full", [False, True], ids=["compact", "full"])
 def test_out_file_carries_the_live_attributes(
-    live: tuple[list[ReadableSpan], Path], tmp_path: Path
+    live: tuple[list[ReadableSpan], Path], tmp_path: Path, full: bool
 ) -> None:
-    """--out writes every span once, with the stall.* attributes the live processor attached."""
+    """--out writes every span once, with the stall.* attributes the live processor attached.
+
+    With ``full_attributes``, those at their defaults too, as the live processor's own
+    ``full_attributes`` writes them (``with_defaults``).
+    """
     spans, capture = live
-    replayer = Replayer(POLICY)
+    replayer = Replayer(POLICY, full_attributes=full)
     result = replayer.analyse([str(capture)])
     out = tmp_path / "enriched.jsonl"
     with out.open("wb") as f:
@@ -270,4 +276,5 @@ def test_out_file_carries_the_live_attributes(
         assert ctx is not None
         record = by_id[(f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}")]
         stall = {k: v for k, v in record.attributes.items() if k.startswith("stall.")}
-        assert stall == _stall_attributes(span), span.name
+        live_stall = _stall_attributes(span)
+        assert stall == (with_defaults(live_stall) if full else live_stall), span.name

@@ -110,6 +110,11 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         "$OTEL_STALL_EXPORT_DEADLINE, else 600)",
     )
     parser.add_argument(
+        "--full-attributes",
+        action="store_true",
+        help="--out/--export: write the stall.* attributes at their defaults too",
+    )
+    parser.add_argument(
         "--redact",
         action="store_true",
         help="strip raw arguments and results from --out/--export, and previews from the report",
@@ -171,6 +176,7 @@ def cmd_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
                 progress=progress,
                 pause_gc=True,
                 max_message=args.max_message_mib,
+                full_attributes=args.full_attributes,
             )
             result = replayer.analyse(
                 paths, labels=labels, keep_enrichment=bool(args.out or args.export_otlp)

@@ -119,6 +119,8 @@ class GatewayConfig:
     """Plain-text gRPC to the upstream (TLS when false, or for ``https://``)."""
     detect: bool = env_field(True, "GATEWAY_DETECT", parse_bool, "true or false")
     """Detection on; off makes a pass-through (the benchmark's baseline)."""
+    full_attributes: bool = env_field(False, "GATEWAY_FULL_ATTRIBUTES", parse_bool, "true or false")
+    """Write every ``stall.*`` attribute, those at their default too (omitted by default)."""
     decision_wait: float = env_field(10.0, "GATEWAY_DECISION_WAIT", parse_duration, "e.g. 10s")
     """Longest a trace is held waiting for its root span, in seconds."""
     max_traces: int = env_field(20_000, "GATEWAY_MAX_TRACES", parse_int, "a whole number")

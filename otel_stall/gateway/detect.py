@@ -34,7 +34,7 @@ from otel_stall.conventions import (
     model_content,
 )
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.stall_attributes import SpanEvent
+from otel_stall.core.stall_attributes import SpanEvent, all_with_defaults
 from otel_stall.gateway.buffer import AGENT, FULL, MODEL, ROOT, TOOL, Entry, Held, Ready
 from otel_stall.gateway.wire import Piece, varint
 from otel_stall.offline.analysis import TraceAnalyzer, TraceResult
@@ -169,9 +169,13 @@ class Outcome:
 class TraceDetector:
     """Span classification and per-trace detection for one pipeline."""
 
-    def __init__(self, policy: StallPolicy, conventions: Conventions) -> None:
+    def __init__(
+        self, policy: StallPolicy, conventions: Conventions, *, full_attributes: bool = False
+    ) -> None:
         self.policy = policy
         self.conventions = conventions
+        self.full_attributes = full_attributes
+        """Write the ``stall.*`` attributes at their defaults too (``all_with_defaults``)."""
         interest = conventions.role_keys
         self.interest = interest
         """Role attribute keys, or ``None``: a custom ``role`` reads anything, decode every span."""
@@ -217,6 +221,8 @@ class TraceDetector:
         pieces: list[Piece] = []
         changed: list[Any] = []
         attributes, events = result.attributes, result.events
+        if self.full_attributes:
+            attributes = all_with_defaults(attributes)
         for index, entry in enumerate(entries):
             source = entry.source
             if source is None:

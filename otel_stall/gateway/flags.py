@@ -137,6 +137,7 @@ _BUFFERING: Final = (
 _FLAG_OF: Final = {f.setting: f.flag for f in (*_LISTENERS, *_UPSTREAM, *_BUFFERING)} | {
     "upstream_insecure": "--upstream-tls",
     "detect": "--no-detect",
+    "full_attributes": "--full-attributes",
 }
 """The flag of each setting that has one, for error messages."""
 _SWITCH_ENV: Final = {"listen_all": _ENV + "LISTEN_ALL", "log_level": _ENV + "LOG_LEVEL"}
@@ -206,6 +207,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"pass spans through without detection, a baseline (env {_env('detect')}=false)",
     )
+    buf.add_argument(
+        "--full-attributes",
+        dest="full_attributes",
+        action="store_true",
+        default=None,
+        help="write the stall.* attributes at their defaults too "
+        f"(default: false; env {_env('full_attributes')}=true)",
+    )
     parser.add_argument(
         "--log-level",
         type=log_level,
@@ -237,7 +246,7 @@ _FLAG_SETTINGS: Final = (
     "grpc", "http", "metrics", "upstream", "bearer_token", "bearer_token_file", "tls_cert",
     "tls_key", "max_request_bytes", "http_connections", "header_timeout", "queue_spans",
     "queue_bytes", "upstream_max_bytes", "export_timeout", "shutdown_timeout",
-    "decision_wait", "max_traces", "max_spans", "max_bytes", "detect",
+    "decision_wait", "max_traces", "max_spans", "max_bytes", "detect", "full_attributes",
 )  # fmt: skip
 
 

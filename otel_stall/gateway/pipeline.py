@@ -117,7 +117,9 @@ class Pipeline:
         self.policy = policy or StallPolicy.from_env()
         self.conventions = conventions or Conventions.from_env()
         self.raise_errors = raise_errors
-        self.detector = TraceDetector(self.policy, self.conventions)
+        self.detector = TraceDetector(
+            self.policy, self.conventions, full_attributes=config.full_attributes
+        )
         self.reader = InMemoryMetricReader()
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
         self.stall_metrics = StallMetrics(self.meter_provider)

@@ -34,7 +34,7 @@ from opentelemetry.context import Context
 
 from otel_stall._version import __version__
 from otel_stall.core.records import Action, Finding
-from otel_stall.core.stall_attributes import finding_event_attributes
+from otel_stall.core.stall_attributes import finding_event_attributes, is_escalation
 from otel_stall.semconv import StallEventAttributes
 
 EventSignal = Literal["span", "logs", "logs/dup"]
@@ -72,7 +72,12 @@ class FindingEvents:
         self._logger = logs_api.get_logger("otel_stall", __version__, logger_provider)
 
     def emit(self, finding: Finding, run_span: Context, when: int) -> None:
-        """One log record for one finding, at the time it fired, in the run span's context."""
+        """One log record for an escalation, at the time it fired, in the run span's context.
+
+        A refusal gets none, as it gets no span event (:func:`is_escalation`).
+        """
+        if not is_escalation(finding):
+            return
         severity, text = _SEVERITY[finding.action]
         self._logger.emit(
             timestamp=when,

@@ -52,6 +52,7 @@ from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import Finding, ModelCall, RunReport, Status, Verdict
 from otel_stall.core.stall_attributes import (
+    escalations,
     finding_event_attributes,
     run_span_attributes,
     tool_span_attributes,
@@ -438,7 +439,10 @@ class StallSpanProcessor(SpanProcessor):
             events = redact_events(span.events if events is None else events, self._content_keys)
         elif not extra and events is None:
             return span
-        return enrich(span, attributes, extra, self._limits, events, dropped, redacted=redacting)
+        full = self.settings.full_attributes
+        return enrich(
+            span, attributes, extra, self._limits, events, dropped, redacted=redacting, full=full
+        )
 
     def _root_end(self, span: ReadableSpan) -> ReadableSpan:
         """A plain trace root ended: its trace's run, if one was made, ends with it."""
@@ -452,7 +456,8 @@ class StallSpanProcessor(SpanProcessor):
         events, dropped = self._run_ended(span, run, extra)
         if events is None:
             return span  # never used, or nothing to report: extra is empty too
-        return enrich(span, attribute_dict(span), extra, self._limits, events, dropped)
+        full = self.settings.full_attributes
+        return enrich(span, attribute_dict(span), extra, self._limits, events, dropped, full=full)
 
     def _detect(
         self,
@@ -634,7 +639,7 @@ class StallSpanProcessor(SpanProcessor):
         span = run.span
         report = self._finish_early(run)
         if span is not None and report is not None:
-            leave_on_span(span, run, report)
+            leave_on_span(span, run, report, self.settings.full_attributes)
         run.release()
 
     def _finish_early(self, run: Run) -> RunReport | None:
@@ -677,6 +682,9 @@ class StallSpanProcessor(SpanProcessor):
         """Under the run lock: add findings to the run span if open, else keep them for its copy."""
         if self.settings.event_signal == "logs" or run.spanless:
             return  # log-based events only (_deliver emits them), or no run span to carry them
+        findings = escalations(findings)  # a refusal gets no event: see stall_attributes
+        if not findings:
+            return
         span = run.span
         if self.settings.live_events and span is not None and span.is_recording():
             for finding in findings:

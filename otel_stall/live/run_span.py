@@ -19,7 +19,11 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, set_span_in_conte
 from otel_stall.conventions import agent_name
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport
-from otel_stall.core.stall_attributes import finding_event_attributes, run_span_attributes
+from otel_stall.core.stall_attributes import (
+    finding_event_attributes,
+    run_span_attributes,
+    with_defaults,
+)
 from otel_stall.live.enriched import bounded_event
 from otel_stall.live.log_events import API_EMITS_EVENTS
 from otel_stall.live.run_table import Run
@@ -97,13 +101,17 @@ def resolved_settings(
     return settings
 
 
-def leave_on_span(span: Span, run: Run, report: RunReport) -> None:
-    """An evicted run's report and waiting findings, on its open run span (as a copy has them)."""
+def leave_on_span(span: Span, run: Run, report: RunReport, full: bool) -> None:
+    """An evicted run's report and waiting findings, on its open run span (as a copy has them).
+
+    ``full``: the attributes at their defaults too (``ProcessorSettings.full_attributes``).
+    """
     if not span.is_recording():
         return
     with run.lock:
         pending = list(run.pending or ())
-    span.set_attributes(run_span_attributes(report))
+    attributes = run_span_attributes(report)
+    span.set_attributes(with_defaults(attributes) if full else attributes)
     for when, finding in pending:
         attributes = finding_event_attributes(finding)
         span.add_event(StallEventAttributes.EVENT_NAME, attributes, timestamp=when)

@@ -20,6 +20,7 @@ OTEL_STALL_MAX_STATE_BYTES    268435456   estimated bytes of runs and spans held
 OTEL_STALL_RUN_REPORT_SIZE    1000        ledger rows and findings a live run's report keeps
 OTEL_STALL_LIVE_EVENTS        true        add ``stall.detected`` to the open run span
 OTEL_STALL_EVENT_SIGNAL       span        ``stall.detected`` as span events, logs, logs/dup
+OTEL_STALL_FULL_ATTRIBUTES    false       write ``stall.*`` attributes at their defaults too
 OTEL_STALL_RAISE_ERRORS       (auto)      re-raise internal errors; auto = under pytest
 ============================  ==========  ==============================================
 """
@@ -100,6 +101,14 @@ class ProcessorSettings:
     OpenTelemetry is deprecating span events in favour of log records with an
     event name; ``logs/dup`` eases the move, as the semantic conventions' own
     opt-in does.
+    """
+    full_attributes: bool = env_field(False, "FULL_ATTRIBUTES", parse_bool, "true or false")
+    """Write every ``stall.*`` attribute, those at their default too (omitted by default).
+
+    Absent means the default the attributes reference gives (``stall.repeat.count``
+    1, ``stall.new_fact`` true, ``stall.action`` continue, ...): each omitted
+    attribute costs the OTLP exporter about 16k instructions per span to encode.
+    For backends or queries that cannot treat a missing attribute as its default.
     """
     raise_errors: bool | None = env_field(
         None, "RAISE_ERRORS", _parse_optional_bool, "true, false or auto"

@@ -34,6 +34,7 @@ from otel_stall.core.stall_attributes import (
     AttributeValue,
     SpanEvent,
     finding_event_attributes,
+    is_escalation,
     run_span_attributes,
     tool_span_attributes,
 )
@@ -303,6 +304,7 @@ class BatchRuns:
             result.events[run_span_id] = [
                 SpanEvent(StallEventAttributes.EVENT_NAME, t, finding_event_attributes(f))
                 for t, f in fired
+                if is_escalation(f)  # a refusal gets no event: see stall_attributes
             ]
 
     def _to_session(self, session: str, keys: list[Key]) -> None:

@@ -43,6 +43,7 @@ from otel_stall.core.errors import InputError
 from otel_stall.core.files import replacing
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport, Verdict
+from otel_stall.core.stall_attributes import with_defaults
 from otel_stall.offline.analysis import SessionRuns, TraceResult
 from otel_stall.offline.deadline import DEADLINE_ENV, deadline_from_env
 from otel_stall.offline.intake import Intake
@@ -168,8 +169,11 @@ class Replayer:
         progress: Progress | None = None,
         pause_gc: bool = False,
         max_message: int = DEFAULT_MAX_MESSAGE,
+        full_attributes: bool = False,
     ) -> None:
         self.policy = policy or StallPolicy()
+        self.full_attributes = full_attributes
+        """Write the ``stall.*`` attributes at their defaults too (``with_defaults``)."""
         self.conventions = conventions or Conventions()
         self.progress = progress
         self.max_message = max_message
@@ -289,7 +293,10 @@ class Replayer:
         trace = result.traces.get(trace_id)
         if trace is None:
             return {}, []
-        return trace.attributes.get(span_id, {}), trace.events.get(span_id, [])
+        attributes = trace.attributes.get(span_id, {})
+        if attributes and self.full_attributes:
+            attributes = with_defaults(attributes)
+        return attributes, trace.events.get(span_id, [])
 
     def enriched(
         self,

@@ -19,6 +19,7 @@ from stall_pipeline import (
     make_pipeline,
     needs_map_attributes,
     stall,
+    stall_values,
 )
 
 from otel_stall import ABSENT, Conventions, Role
@@ -158,7 +159,7 @@ def test_exempt_polling_tool_never_loops() -> None:
     with agent.run():
         for _ in range(6):
             agent.round(poll)
-    rows = [stall(s) for s in pipe.named("execute_tool job_status")]
+    rows = [stall_values(s) for s in pipe.named("execute_tool job_status")]
     assert [r["stall.action"] for r in rows] == ["continue"] * 6
     assert all(r["stall.new_fact"] is True for r in rows)
     assert stall(pipe.one("invoke_agent researcher"))["stall.verdict"] == "ok"
@@ -210,7 +211,7 @@ def test_approval_tool_results_are_always_new() -> None:
     with agent.run():
         for _ in range(2):
             agent.round(send)
-    rows = [stall(s) for s in pipe.named("execute_tool send_email")]
+    rows = [stall_values(s) for s in pipe.named("execute_tool send_email")]
     assert [r["stall.new_fact"] for r in rows] == [True, True]
     assert [r["stall.action"] for r in rows] == ["continue", "continue"]
     assert pipe.findings == []

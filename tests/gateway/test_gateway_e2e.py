@@ -141,9 +141,9 @@ def test_http_protobuf_and_json_are_enriched_like_grpc(sink: OtlpSink, gateway: 
     assert runs["researcher"]["stall.verdict"] == "break"
     assert runs["researcher"]["stall.detected"] is True
     assert runs["planner"]["stall.verdict"] == "ok"
-    assert runs["planner"]["stall.detected"] is False
+    assert "stall.detected" not in runs["planner"]  # absent: false
     tools = [s for s in sink.spans.values() if s.name == "execute_tool fetch"]
-    assert max(s.stall["stall.repeat.count"] for s in tools) == len(tools)
+    assert max(s.stall.get("stall.repeat.count", 1) for s in tools) == len(tools)  # absent: 1
     assert {s.stall["stall.action"] for s in tools} >= {"warn", "break"}
     assert gateway.metrics_endpoint is not None
     assert wait_until(lambda: gateway.pipeline.forwarded == sink.count)

@@ -20,7 +20,7 @@ from otlp_sink import OtlpSink
 
 from otel_stall import ConfigError, replay
 from otel_stall.cli import build_parser as cli_parser
-from otel_stall.core.stall_attributes import SpanEvent
+from otel_stall.core.stall_attributes import SpanEvent, all_with_defaults
 from otel_stall.demo import run_looping_agent
 from otel_stall.gateway import Gateway, GatewayConfig, Pipeline, config_from_args
 from otel_stall.gateway.buffer import TOOL, TRACE_BYTES, Entry, Group, TraceBuffer
@@ -50,19 +50,27 @@ def _issue_19_spans() -> list[Any]:
 
 @pytest.mark.parametrize("rules", ["repeat", "issue-19"])
 @pytest.mark.parametrize("per_request", [7, 1000], ids=["held", "in-request"])
+@pytest.mark.parametrize("full", [False, True], ids=["compact", "full"])
 def test_gateway_enriches_exactly_like_a_replay(
-    rules: str, per_request: int, tmp_path: Path, sink: OtlpSink
+    rules: str, per_request: int, full: bool, tmp_path: Path, sink: OtlpSink
 ) -> None:
     """Every span leaves the gateway with the attributes and events a replay computes.
 
-    Held across requests (children first) or decided within one request.
+    Held across requests (children first) or decided within one request; with
+    ``full_attributes``, the attributes at their defaults too (``with_defaults``).
     """
     spans = agent_spans(loops=2, progresses=2) if rules == "repeat" else _issue_19_spans()
     path = tmp_path / "spans.jsonl"
     path.write_text(json.dumps(proto_to_json(encode_spans(spans))) + "\n")
     replayed = replay([str(path)])
     assert replayed.errors == []
-    config = GatewayConfig(grpc="127.0.0.1:0", http="off", metrics="off", upstream=sink.endpoint)
+    config = GatewayConfig(
+        grpc="127.0.0.1:0",
+        http="off",
+        metrics="off",
+        upstream=sink.endpoint,
+        full_attributes=full,
+    )
     with Gateway(config) as gateway:
         assert gateway.grpc_endpoint is not None
         # Children first, root last, in separate requests: the order a collector may use.
@@ -74,7 +82,7 @@ def test_gateway_enriches_exactly_like_a_replay(
     expected_attrs: dict[str, dict[str, Any]] = {}
     expected_events: dict[str, tuple[str, ...]] = {}
     for result in replayed.traces.values():
-        expected_attrs.update(result.attributes)
+        expected_attrs.update(all_with_defaults(result.attributes) if full else result.attributes)
         for span_id, events in result.events.items():
             expected_events[span_id] = tuple(e.name for e in events)
     assert any(a.get("stall.verdict") == "break" for a in expected_attrs.values())

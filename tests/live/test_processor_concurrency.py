@@ -10,8 +10,18 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from opentelemetry import context, trace
 from opentelemetry.sdk.trace import SpanLimits
-from stall_pipeline import STYLES, Agent, Call, Pipeline, events, make_pipeline, stall
+from stall_pipeline import (
+    STYLES,
+    Agent,
+    Call,
+    Pipeline,
+    events,
+    make_pipeline,
+    stall,
+    stall_values,
+)
 
+from otel_stall.core.stall_attributes import is_escalation
 from otel_stall.semconv import StallAttributes as S
 from otel_stall.semconv import StallEventAttributes as E
 
@@ -48,7 +58,7 @@ def test_concurrent_runs_lose_nothing_and_do_not_bleed() -> None:
     for span in spans:
         trace_id = span.context.trace_id
         if span.name == "execute_tool search":
-            tools[trace_id].append(stall(span))
+            tools[trace_id].append(stall_values(span))
         elif span.name.startswith("invoke_agent"):
             runs[trace_id] = (int(span.name.rsplit("-", 1)[1]), stall(span))
     assert len(runs) == RUNS
@@ -138,7 +148,7 @@ def _race_one_run(workers: int, calls: int) -> tuple[Pipeline, int]:
 
 @pytest.mark.parametrize("attempt", range(40))
 def test_a_run_span_ending_amid_its_tool_spans_keeps_the_books_straight(attempt: int) -> None:
-    """Counted calls are seq 1..n, and each finding delivered is on the run span exactly once."""
+    """Counted calls are seq 1..n, and each escalation delivered is on the run span exactly once."""
     pipe, made = _race_one_run(workers=4, calls=30)
     tools = pipe.named("execute_tool search")
     assert len(tools) == made  # every span exported, counted or not
@@ -149,7 +159,7 @@ def test_a_run_span_ending_amid_its_tool_spans_keeps_the_books_straight(attempt:
     run_attrs = stall(run_span)
     assert seqs == list(range(1, run_attrs[S.TOOL_CALLS] + 1))
     on_span = Counter((e[E.KIND], e[E.SEQ]) for e in events(run_span))
-    delivered = Counter((f.kind.value, f.seq) for f in pipe.findings)
+    delivered = Counter((f.kind.value, f.seq) for f in pipe.findings if is_escalation(f))
     assert on_span == delivered
     assert pipe.processor.stats().active_runs == 0
     assert pipe.processor.stats().errors == 0

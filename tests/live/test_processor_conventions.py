@@ -17,6 +17,7 @@ from stall_pipeline import (
     make_pipeline,
     needs_map_attributes,
     stall,
+    stall_values,
 )
 
 from otel_stall import Conventions, Role, SpanRecord, ToolCall, analyse_spans
@@ -29,7 +30,7 @@ SEARCH = Call("search", {"query": "quarterly report", "limit": 5}, {"hits": ["do
 # identical call in a row warns (warn_at=3), the fifth breaks (break_at=5); warn outranks
 # refuse, and from warn_at on a repeat stays at least warn.
 LOOP_ACTIONS = ["continue", "refuse", "warn", "warn", "break"]
-LOOP_EVENTS = [
+LOOP_FINDINGS = [
     ("duplicate_call", "refuse", 2),
     ("repeat", "warn", 3),
     ("duplicate_call", "refuse", 3),
@@ -37,6 +38,8 @@ LOOP_EVENTS = [
     ("repeat", "break", 5),
     ("duplicate_call", "refuse", 5),
 ]
+# One event per escalation: the refusals show on their tool spans and in stall.refusals.
+LOOP_EVENTS = [f for f in LOOP_FINDINGS if f[1] != "refuse"]
 
 
 def _tool_spans(style: Style, spans: list[ReadableSpan]) -> list[ReadableSpan]:
@@ -54,7 +57,7 @@ def test_loop_enriches_tool_spans(style: Style) -> None:
             agent.round(SEARCH)
     tools = _tool_spans(style, list(pipe.spans()))
     assert len(tools) == 5
-    rows = [stall(s) for s in tools]
+    rows = [stall_values(s) for s in tools]
     assert [r[S.SEQ] for r in rows] == [1, 2, 3, 4, 5]
     assert [r[S.ROUND] for r in rows] == [1, 2, 3, 4, 5]
     assert [r[S.REPEAT_COUNT] for r in rows] == [1, 2, 3, 4, 5]
@@ -62,6 +65,23 @@ def test_loop_enriches_tool_spans(style: Style) -> None:
     assert [r.get(S.REPEAT_OF) for r in rows] == [None, 1, 1, 1, 1]
     assert [r[S.NEW_FACT] for r in rows] == [True, False, False, False, False]
     assert [r[S.ACTION] for r in rows] == LOOP_ACTIONS
+    exported = [stall(s) for s in tools]
+    # A first call that brought something new carries no attribute at its default...
+    assert set(exported[0]) == {
+        S.SEQ,
+        S.ROUND,
+        S.SIGNATURE,
+        S.CALL_SIGNATURE,
+        S.RESULT_DIGEST,
+        S.ACTION,  # always: span metrics group by it
+    }
+    # ...and a repeat carries every one.
+    assert set(exported[1]) == set(exported[0]) | {
+        S.REPEAT_COUNT,
+        S.REPEAT_OF,
+        S.REPEAT_CONSECUTIVE,
+        S.NEW_FACT,
+    }
     assert len({r[S.SIGNATURE] for r in rows}) == 1
     assert len({r[S.CALL_SIGNATURE] for r in rows}) == 1
     assert len({r[S.RESULT_DIGEST] for r in rows}) == 1
@@ -85,7 +105,7 @@ def test_loop_enriches_tool_spans(style: Style) -> None:
 
 @pytest.mark.parametrize("style", STYLE_PARAMS)
 def test_loop_marks_the_run_span(style: Style) -> None:
-    """The agent span gets verdict, detected, score, counts and one event per finding."""
+    """The agent span gets verdict, detected, score, counts, refusals, one event per escalation."""
     pipe = make_pipeline(conventions=style.conventions)
     agent = Agent(pipe.tracer, style)
     with agent.run():
@@ -100,6 +120,7 @@ def test_loop_marks_the_run_span(style: Style) -> None:
         S.SCORE: 0.95,
         S.TOOL_CALLS: 5,
         S.ROUNDS: 5,
+        S.REFUSALS: 4,
         S.WASTED_CALLS: 4,
     }
     assert attrs[S.DETECTED] is True
@@ -107,32 +128,35 @@ def test_loop_marks_the_run_span(style: Style) -> None:
     got = [(e["stall.kind"], e["stall.action"], e["stall.seq"]) for e in events(run_span)]
     assert got == LOOP_EVENTS
     tool_span = _tool_spans(style, list(pipe.spans()))[4]
-    last = events(run_span)[-2]
+    last = events(run_span)[-1]
     assert last["gen_ai.tool.name"] == "search"
     assert last["stall.signature"] == stall(tool_span)[S.SIGNATURE]
     assert last["stall.count"] == 5
     assert last["stall.first_seq"] == 1
     assert "loop is stopped" in last["stall.message"]
-    assert [f.kind.value for f in pipe.findings] == [k for k, _, _ in LOOP_EVENTS]
+    assert [f.kind.value for f in pipe.findings] == [k for k, _, _ in LOOP_FINDINGS]
 
 
 @pytest.mark.parametrize("style", STYLE_PARAMS)
 def test_progress_run_is_ok(style: Style) -> None:
-    """Different queries with different results: all continue, verdict ok, detected False."""
+    """Different queries with different results: all continue, verdict ok, nothing but counts."""
     pipe = make_pipeline(conventions=style.conventions)
     agent = Agent(pipe.tracer, style)
     with agent.run():
         for i in range(6):
             agent.round(Call("search", {"query": f"q{i}"}, {"hits": [f"doc-{i}"]}))
-    rows = [stall(s) for s in _tool_spans(style, list(pipe.spans()))]
+    rows = [stall_values(s) for s in _tool_spans(style, list(pipe.spans()))]
     assert [r[S.ACTION] for r in rows] == ["continue"] * 6
     assert all(r[S.NEW_FACT] is True for r in rows)
     assert all(S.REPEAT_OF not in r for r in rows)
-    run_attrs = stall(pipe.one(style.agent("researcher")[0]))
+    run_span = pipe.one(style.agent("researcher")[0])
+    run_attrs = stall_values(run_span)
     assert run_attrs[S.VERDICT] == "ok"
     assert run_attrs[S.DETECTED] is False
     assert run_attrs[S.SCORE] == 0.0
+    assert run_attrs[S.REFUSALS] == 0
     assert (run_attrs[S.TOOL_CALLS], run_attrs[S.ROUNDS]) == (6, 6)
+    assert set(stall(run_span)) == {S.VERDICT, S.TOOL_CALLS, S.ROUNDS}  # the rest at default
     assert events(pipe.one(style.agent("researcher")[0])) == []
 
 
@@ -215,7 +239,7 @@ def test_absent_result_has_no_digest() -> None:
                 attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch"},
             ):
                 pass
-    rows = [stall(s) for s in pipe.named("execute_tool fetch")]
+    rows = [stall_values(s) for s in pipe.named("execute_tool fetch")]
     assert all(S.RESULT_DIGEST not in r for r in rows)
     assert [r[S.NEW_FACT] for r in rows] == [True, True]
     assert [r[S.SEQ] for r in rows] == [1, 2]
@@ -258,7 +282,7 @@ def test_a_conventions_subclass_classifies_every_live_span(conventions: Conventi
             attributes = {"kind": "t", "input.value": '{"url": "x"}'}
             with pipe.tracer.start_as_current_span("fetch page", attributes=attributes):
                 pass
-    live = [stall(s).get(S.ACTION) for s in pipe.named("fetch page")]
+    live = [stall_values(s).get(S.ACTION) for s in pipe.named("fetch page")]
     records = [span_record(s) for s in pipe.spans()]
     (replayed,) = analyse_spans(records, conventions=conventions).values()
     ledger: list[str | None] = [

@@ -15,6 +15,7 @@ from opentelemetry.trace import Tracer
 from stall_pipeline import STYLES, Agent, Call, Pipeline, events, make_pipeline
 
 from otel_stall import ProcessorSettings
+from otel_stall.core.stall_attributes import is_escalation
 from otel_stall.live.log_events import API_EMITS_EVENTS, EventSignal
 from otel_stall.semconv import StallEventAttributes as E
 
@@ -95,7 +96,7 @@ def test_logs_dup_emits_each_span_event_as_a_log_record(work: Work, run_span: st
     on_span = _span_events(pipe, run_span)
     assert on_span, "no finding fired: the test would prove nothing"
     assert _log_events(records) == on_span
-    delivered = Counter((f.kind.value, f.seq) for f in pipe.findings)
+    delivered = Counter((f.kind.value, f.seq) for f in pipe.findings if is_escalation(f))
     assert Counter((kind, seq) for kind, seq, _ in on_span.elements()) == delivered
 
 
@@ -109,11 +110,12 @@ def test_findings_at_the_run_end_are_logged_too() -> None:
 
 @needs_event_api
 def test_logs_alone_leave_the_run_span_without_events() -> None:
-    """With logs, every finding is a log record and none is a span event."""
+    """With logs, every escalation is a log record (a refusal is none) and none is a span event."""
     pipe, records = _run("logs")
     assert events(pipe.one("invoke_agent researcher")) == []
+    assert any(not is_escalation(f) for f in pipe.findings)  # or this would prove nothing
     assert Counter((k, s) for k, s, _ in _log_events(records).elements()) == Counter(
-        (f.kind.value, f.seq) for f in pipe.findings
+        (f.kind.value, f.seq) for f in pipe.findings if is_escalation(f)
     )
 
 

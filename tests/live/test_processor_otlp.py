@@ -11,6 +11,7 @@ from otlp_receiver import GrpcReceiver, HttpReceiver, OtlpReceiver, ReceivedSpan
 from stall_pipeline import STYLES, Agent, Call
 
 from otel_stall import StallSpanProcessor
+from otel_stall.core.stall_attributes import with_defaults
 
 pytestmark = pytest.mark.e2e
 
@@ -41,8 +42,12 @@ def _check(receiver: OtlpReceiver) -> None:
         "warn",
         "break",
     ]
-    assert tools[0].attributes["stall.new_fact"] is True
-    assert "stall.repeat.of" not in tools[0].attributes
+    # A first call's defaults are not sent: absent means a new fact, once, not a repeat.
+    assert not {"stall.new_fact", "stall.repeat.count", "stall.repeat.of"} & set(
+        tools[0].attributes
+    )
+    assert with_defaults(tools[0].attributes)["stall.new_fact"] is True
+    assert tools[1].attributes["stall.new_fact"] is False  # a real OTLP bool
     assert tools[1].attributes["stall.repeat.of"] == 1
     assert tools[0].attributes["gen_ai.tool.call.arguments"] == '{"query": "x"}'
     (run,) = by_name["invoke_agent researcher"]
@@ -51,14 +56,11 @@ def _check(receiver: OtlpReceiver) -> None:
     assert run.attributes["stall.score"] == pytest.approx(0.95)  # break: (3 + 0.8) / 4
     assert isinstance(run.attributes["stall.score"], float)
     assert (run.attributes["stall.tool_calls"], run.attributes["stall.rounds"]) == (5, 5)
-    kinds = [e.attributes["stall.kind"] for e in run.events if e.name == "stall.detected"]
-    assert kinds == [
-        "duplicate_call",
-        "repeat",
-        "duplicate_call",
-        "duplicate_call",
-        "repeat",
-        "duplicate_call",
+    assert run.attributes["stall.refusals"] == 4  # duplicate_call at calls 2 to 5
+    detected = [e.attributes for e in run.events if e.name == "stall.detected"]
+    assert [(e["stall.kind"], e["stall.action"]) for e in detected] == [
+        ("repeat", "warn"),
+        ("repeat", "break"),
     ]
 
 

@@ -57,6 +57,7 @@ def test_trace_without_agent_is_the_run_on_its_root() -> None:
         S.SCORE: 0.95,
         S.TOOL_CALLS: 5,
         S.ROUNDS: 5,
+        S.REFUSALS: 4,  # duplicate_call at calls 2 to 5: no event each, counted here
         S.WASTED_CALLS: 4,  # after the warn at the 3rd call: model and tool calls of 2 rounds
     }
     assert [e["stall.kind"] for e in events(root)].count("repeat") == 2
@@ -83,15 +84,18 @@ def test_tool_nested_in_tool_counts_once() -> None:
 
 
 def test_events_are_added_while_the_run_span_is_open() -> None:
-    """A finding appears as a stall.detected event on the live agent span before it ends."""
+    """An escalation appears as a stall.detected event on the live agent span before it ends."""
     pipe = make_pipeline()
     agent = Agent(pipe.tracer, GENAI)
     with agent.run() as span:
         agent.round(SEARCH)
         assert [e.name for e in span.events] == []  # type: ignore[attr-defined]
+        agent.round(SEARCH)  # refused (duplicate_call): a refusal gets no event
+        assert [f.kind.value for f in pipe.findings] == ["duplicate_call"]
+        assert [e.name for e in span.events] == []  # type: ignore[attr-defined]
         agent.round(SEARCH)
         live = [dict(e.attributes or {}) for e in span.events]  # type: ignore[attr-defined]
-        assert [(e["stall.kind"], e["stall.seq"]) for e in live] == [("duplicate_call", 2)]
+        assert [(e["stall.kind"], e["stall.seq"]) for e in live] == [("repeat", 3)]
     exported = events(pipe.one("invoke_agent researcher"))
     assert exported == live  # not duplicated on the copy
 
@@ -144,11 +148,11 @@ def test_live_events_off_puts_all_events_on_the_copy() -> None:
             for _ in range(5):
                 agent.round(SEARCH)
             live_count = len(span.events)  # type: ignore[attr-defined]
-        assert live_count == (6 if live else 0)
+        assert live_count == (2 if live else 0)  # repeat warns, then breaks
         exported = pipe.one("invoke_agent researcher")
         results.append([(e.name, dict(e.attributes or {})) for e in exported.events])
     assert results[0] == results[1]
-    assert len(results[0]) == 6
+    assert len(results[0]) == 2
 
 
 def _strip(span: ReadableSpan) -> SpanRecord:
