@@ -76,6 +76,7 @@ from otel_stall.core.rules.novelty import Novelty
 from otel_stall.core.signing import Digests
 
 _REFUSE: Final = Action.REFUSE
+_REFUSED_STATUS: Final = Status.REFUSED
 _R = TypeVar("_R", bound=Rule)
 
 ROW_BYTES: Final = 232
@@ -121,12 +122,21 @@ class RunDetector:
     _rules: tuple[Rule, ...] = field(init=False)
     """One instance of each rule of :data:`RULES`, in order."""
     _on_call: tuple[Rule, ...] = field(init=False)
+    _on_repeated: tuple[Rule, ...] = field(init=False)
+    """The rules a repeated call asks, in order: those of ``_on_call`` and those judging
+    repeats only."""
     _on_model_end: tuple[Rule, ...] = field(init=False)
     _on_round_open: tuple[Rule, ...] = field(init=False)
     _on_round_close: tuple[Rule, ...] = field(init=False)
     _refiners: tuple[Rule, ...] = field(init=False)
     """The rules that may overrule a fresh result's novelty."""
     _novelty: Novelty = field(init=False)
+    _facts: Facts = field(init=False)
+    """The facts of the call being judged (one object, filled in per call)."""
+    _new_fact_seq: int = field(default=0, init=False)
+    """The seq of the latest call that brought a new fact."""
+    _changed_seq: int = field(default=0, init=False)
+    """The seq of the latest exempt or approval call that ran: the world may have changed."""
     _calls: int = field(default=0, init=False)
     """Tool calls so far: the seq of the last one."""
     _rounds: int = field(default=0, init=False)
@@ -169,11 +179,15 @@ class RunDetector:
         policy = self.policy
         rules = self._rules = tuple(rule(policy) for rule in RULES)
         self._on_call = _having(rules, "on_call")
+        self._on_repeated = tuple(
+            rule for rule in rules if rule in self._on_call or rule in _having(rules, "on_repeat")
+        )
         self._on_model_end = _having(rules, "on_model_end")
         self._on_round_open = _having(rules, "on_round_open")
         self._on_round_close = _having(rules, "on_round_close")
         self._refiners = _having(rules, "refine_novelty")
         self._novelty = Novelty(policy.max_remembered_calls)
+        self._facts = Facts(Round(0))
 
     # -- feeding -------------------------------------------------------------
 
@@ -243,21 +257,17 @@ class RunDetector:
         repeat_of, count = self._occurrence(signature, seq)
         new_fact = self._novelty.judge(call.status, digests, exempt or approval)
         if new_fact is None:  # a result never seen whole: refining rules may overrule it
-            new_fact = all(rule.refine_novelty(digests, self) for rule in self._refiners)
-        facts = Facts(
-            call,
-            digests,
-            seq,
-            current,
-            signature,
-            repeat_of,
-            count,
-            self._back_to_back(signature),
-            self._same_call_in_a_row(digests.call_signature),
-            exempt,
-            approval,
-            new_fact,
-        )
+            new_fact = not self._refiners or self._refined(digests)
+        if new_fact:
+            self._new_fact_seq = seq
+        if (exempt or approval) and call.status is not _REFUSED_STATUS:
+            self._changed_seq = seq
+        facts = self._facts
+        facts.call, facts.digests, facts.seq, facts.round = call, digests, seq, current
+        facts.signature, facts.repeat_of, facts.count = signature, repeat_of, count
+        facts.consecutive = consecutive = self._back_to_back(signature)
+        facts.same = self._same_call_in_a_row(digests.call_signature)
+        facts.exempt, facts.approval, facts.new_fact = exempt, approval, new_fact
         # The run's clock and, after a stall's onset, one more wasted call: inline, as
         # every call pays for it (a method call costs more than these lines).
         end = self._now_ns = call.end_ns
@@ -266,8 +276,13 @@ class RunDetector:
         if self._onset_ns is not None:
             self._wasted_calls += 1
         state = CONTINUE
-        for rule in self._on_call:
-            state = rule.on_call(facts, self, state, findings)
+        # One pass over the rules, in order; a repeat also asks those judging repeats only.
+        if repeat_of is None:
+            for rule in self._on_call:
+                state = rule.on_call(facts, self, state, findings)
+        else:
+            for rule in self._on_repeated:
+                state = rule.on_repeated(facts, self, state, findings)
         row = LedgerRow(
             seq,
             call.tool,
@@ -276,7 +291,7 @@ class RunDetector:
             digests.result_digest,
             repeat_of,
             count,
-            facts.consecutive,
+            consecutive,
             new_fact,
             current.number,
             call.status,
@@ -388,6 +403,20 @@ class RunDetector:
         for rule in self._rules:
             held += rule.nbytes()
         return held
+
+    @property
+    def new_fact_seq(self) -> int:
+        """The seq of the latest call that brought a new fact (0: none yet)."""
+        return self._new_fact_seq
+
+    @property
+    def changed_seq(self) -> int:
+        """The seq of the latest exempt or approval call that ran (0: none yet)."""
+        return self._changed_seq
+
+    def _refined(self, digests: Digests) -> bool:
+        """Whether every refining rule still calls a result with a fresh digest new."""
+        return all(rule.refine_novelty(digests, self) for rule in self._refiners)
 
     def rule(self, kind: type[_R]) -> _R | None:
         """The run's instance of the rule class ``kind``, if the run has it."""

@@ -114,7 +114,12 @@ class Round:
 
 
 class Facts:
-    """One tool call's facts, worked out once by the detector and read by every rule."""
+    """One tool call's facts, worked out once by the detector and read by every rule.
+
+    One object per run, filled in for each call (building one per call cost about
+    2k instructions more, ``bench/detector_instructions.py``): a rule reads it
+    during its hook and keeps no reference to it.
+    """
 
     __slots__ = (
         "approval",
@@ -131,42 +136,32 @@ class Facts:
         "signature",
     )
 
-    def __init__(
-        self,
-        call: ToolCall,
-        digests: Digests,
-        seq: int,
-        current: Round,
-        signature: str | None,
-        repeat_of: int | None,
-        count: int,
-        consecutive: int,
-        same: int,
-        exempt: bool,
-        approval: bool,
-        new_fact: bool,
-    ) -> None:
-        self.call = call
-        self.digests = digests
-        self.seq = seq
+    def __init__(self, current: Round) -> None:
+        self.call: ToolCall = _NO_CALL
+        self.digests: Digests = _NO_DIGESTS
+        self.seq = 0
         """The call's number in the run, from 1."""
         self.round = current
-        self.signature = signature
+        self.signature: str | None = None
         """The full signature where it tells calls apart (:attr:`Digests.comparable`)."""
-        self.repeat_of = repeat_of
+        self.repeat_of: int | None = None
         """The seq of the signature's first occurrence, on a repeat."""
-        self.count = count
+        self.count = 1
         """Occurrences of the signature so far, this one included."""
-        self.consecutive = consecutive
+        self.consecutive = 1
         """Calls in a row, this one included, with this signature."""
-        self.same = same
+        self.same = 1
         """Calls in a row, this one included, with this tool and these arguments."""
-        self.exempt = exempt
+        self.exempt = False
         """Exempt by the call's flag or the policy: repeats by protocol."""
-        self.approval = approval
+        self.approval = False
         """An approval tool: every result of it is a new fact."""
-        self.new_fact = new_fact
+        self.new_fact = True
         """Whether the call brought a fact not seen before in the run."""
+
+
+_NO_CALL: Final = ToolCall("")
+_NO_DIGESTS: Final = Digests("", None, "", Content.ABSENT, Content.ABSENT)
 
 
 class Rule:
@@ -181,10 +176,35 @@ class Rule:
     def __init__(self, policy: StallPolicy) -> None:
         self.policy = policy
 
+    def __init_subclass__(cls) -> None:
+        """Give the class its :meth:`on_repeated`: what a repeated call asks of it."""
+        super().__init_subclass__()
+        if cls.on_repeat is not Rule.on_repeat:
+            if cls.on_call is not Rule.on_call:
+                raise TypeError(f"{cls.__name__}: define on_call or on_repeat, not both")
+            cls.on_repeated = cls.on_repeat  # type: ignore[method-assign]
+        else:
+            cls.on_repeated = cls.on_call  # type: ignore[method-assign]
+
+    def on_repeated(
+        self, facts: Facts, run: RunDetector, state: Action, findings: list[Finding]
+    ) -> Action:
+        """What a repeated call asks of the rule: its ``on_repeat``, else its ``on_call``."""
+        return state
+
     def on_call(
         self, facts: Facts, run: RunDetector, state: Action, findings: list[Finding]
     ) -> Action:
         """A tool call: add findings to ``findings``; return the row's state so far."""
+        return state
+
+    def on_repeat(
+        self, facts: Facts, run: RunDetector, state: Action, findings: list[Finding]
+    ) -> Action:
+        """A tool call whose full signature occurred before, after every rule's ``on_call``.
+
+        Most calls are no repeat: a rule that only judges repeats costs them nothing.
+        """
         return state
 
     def gate(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from otel_stall.core.records import ACTION_SEVERITY, Action, Finding, Kind, ModelCall
-from otel_stall.core.rules.base import CONTINUE, Facts, Rule, Streak, repeat_state, streak_finding
+from otel_stall.core.rules.base import CONTINUE, Rule, Streak, repeat_state, streak_finding
 
 if TYPE_CHECKING:
     from otel_stall.core.detector import RunDetector
@@ -36,7 +36,7 @@ def message(count: int, action: Action) -> str:
 class Monologue(Rule):
     """The same message ``warn_at`` times warns, ``break_at`` times breaks."""
 
-    __slots__ = ("fired", "said", "streak")
+    __slots__ = ("bumped", "fired", "said", "streak")
     kind = Kind.MONOLOGUE
 
     def __init__(self, policy: StallPolicy) -> None:
@@ -44,14 +44,8 @@ class Monologue(Rule):
         self.said: str | None = None
         self.streak = Streak()
         self.fired = CONTINUE
-
-    def on_call(
-        self, facts: Facts, run: RunDetector, state: Action, findings: list[Finding]
-    ) -> Action:
-        """Judge one tool call by its facts; return the row's state."""
-        if facts.new_fact and self.streak.count:
-            self.streak.reset()  # a new fact between two messages: not a monologue
-        return state
+        self.bumped = 0
+        """Tool calls so far at the streak's latest message: a new fact after it ends it."""
 
     def on_model_end(self, call: ModelCall, run: RunDetector) -> Finding | None:
         """Judge a model call as it ends."""
@@ -59,10 +53,12 @@ class Monologue(Rule):
         if said is None:
             return None
         streak = self.streak
+        if streak.count and run.new_fact_seq > self.bumped:
+            streak.reset()  # a new fact between two messages: not a monologue
         if not streak.count or said != self.said:
             streak.reset()
             self.said, self.fired = said, CONTINUE
-        calls = run.calls
+        calls = self.bumped = run.calls
         count = streak.bump(calls)
         action = repeat_state(self.policy, "", count)
         if ACTION_SEVERITY[action] <= ACTION_SEVERITY[self.fired]:

@@ -23,7 +23,6 @@ from otel_stall.core.records import ACTION_SEVERITY, Action, Finding, Kind
 from otel_stall.core.rules.base import (
     ENTRY_BYTES,
     OK,
-    REFUSED,
     WARN_SEVERITY,
     Facts,
     Rule,
@@ -51,30 +50,29 @@ def message(tool: str, count: int, first_seq: int) -> str:
 class Recurrence(Rule):
     """Identical calls apart: ``warn_at`` of them within ``repeat_window`` calls warn."""
 
-    __slots__ = ("recurring",)
+    __slots__ = ("cleared", "recurring")
     kind = Kind.REPEAT
 
     def __init__(self, policy: StallPolicy) -> None:
         super().__init__(policy)
         self.recurring: dict[str, tuple[int, ...] | None] = {}
         """Repeated full signature -> seqs of its latest occurrences (``None``: reported)."""
+        self.cleared = 0
+        """The exempt or approval call that last cleared ``recurring`` (its seq)."""
 
-    def on_call(
+    def on_repeat(
         self, facts: Facts, run: RunDetector, state: Action, findings: list[Finding]
     ) -> Action:
-        """Judge one tool call by its facts; return the row's state."""
-        status = facts.call.status
-        if status is REFUSED:
-            return state
-        if facts.exempt or facts.approval:
-            if self.recurring:
-                self.recurring.clear()  # the world may have changed: reading again is new
-            return state
-        first_seq = facts.repeat_of
+        """Judge a repeated call: the ``warn_at``-th within the window warns."""
         signature = facts.signature
-        if first_seq is None or signature is None or status is not OK:
-            return state  # only repeated signatures get further
-        return self._judge(facts, signature, first_seq, run, state, findings)
+        if facts.call.status is not OK or facts.exempt or facts.approval or signature is None:
+            return state
+        changed = run.changed_seq
+        if changed > self.cleared:
+            self.cleared = changed
+            self.recurring.clear()  # the world may have changed: reading again is new
+        assert facts.repeat_of is not None
+        return self._judge(facts, signature, facts.repeat_of, run, state, findings)
 
     def forget(self, memory: int, run: RunDetector) -> None:
         """Forget what is older than the run's bound."""
