@@ -118,7 +118,9 @@ class RunDetector:
     run_key: RunKey = None
     keep: int | None = None
     _rows: deque[LedgerRow] = field(init=False)
-    _findings: deque[Finding] = field(init=False)
+    _findings: deque[Finding] | tuple[()] = field(default=(), init=False)
+    """The kept findings; made at the first (a deque's first block is about 600 bytes, and
+    most runs fire nothing)."""
     _rules: tuple[Rule, ...] = field(init=False)
     """One instance of each rule of :data:`RULES`, in order."""
     _on_call: tuple[Rule, ...] = field(init=False)
@@ -175,9 +177,8 @@ class RunDetector:
 
     def __post_init__(self) -> None:
         self._rows = deque(maxlen=self.keep)
-        self._findings = deque(maxlen=self.keep)
         policy = self.policy
-        rules = self._rules = tuple(rule(policy) for rule in RULES)
+        rules = self._rules = tuple(rule(policy) for rule in RULES if rule.enabled(policy))
         self._on_call = _having(rules, "on_call")
         self._on_repeated = tuple(
             rule for rule in rules if rule in self._on_call or rule in _having(rules, "on_repeat")
@@ -575,8 +576,11 @@ class RunDetector:
         A refusal (``duplicate_call``, a failure loop's gate) is what the gate did, not
         evidence of a stall: it stays out of the verdict.
         """
+        kept = self._findings
+        if not kept:
+            kept = self._findings = deque(kept, maxlen=self.keep)
         for finding in findings:
-            self._findings.append(finding)
+            kept.append(finding)
             self._fired += 1
             self._latest[finding.action] = (self._fired, finding)
             if finding.action is not _REFUSE:

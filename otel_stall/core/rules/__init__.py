@@ -24,6 +24,7 @@ from otel_stall.core.rules.failure_loop import FailureLoop
 from otel_stall.core.rules.failures import Failures
 from otel_stall.core.rules.model_failure_loop import ModelFailureLoop
 from otel_stall.core.rules.monologue import Monologue
+from otel_stall.core.rules.near_duplicate import NearDuplicate
 from otel_stall.core.rules.no_new_facts import NoNewFacts
 from otel_stall.core.rules.recurrence import Recurrence
 from otel_stall.core.rules.refused_rounds import RefusedRounds
@@ -43,6 +44,7 @@ RULES: Final[tuple[type[Rule], ...]] = (
     NoNewFacts,
     RefusedRounds,
     DelegateStalled,
+    NearDuplicate,
 )
 """Every rule, in the order the detector asks them: a tool call's findings come out in
 this order (repeat, cycle, repeat apart, duplicate, failures, failure loop, budget), a
@@ -64,6 +66,7 @@ __all__ = [
     "Failures",
     "ModelFailureLoop",
     "Monologue",
+    "NearDuplicate",
     "NoNewFacts",
     "Recurrence",
     "RefusedRounds",

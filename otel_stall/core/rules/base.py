@@ -176,6 +176,11 @@ class Rule:
     def __init__(self, policy: StallPolicy) -> None:
         self.policy = policy
 
+    @classmethod
+    def enabled(cls, policy: StallPolicy) -> bool:
+        """Whether a run under ``policy`` has this rule at all (a rule off costs nothing)."""
+        return True
+
     def __init_subclass__(cls) -> None:
         """Give the class its :meth:`on_repeated`: what a repeated call asks of it."""
         super().__init_subclass__()
