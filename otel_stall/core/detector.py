@@ -558,7 +558,12 @@ class RunDetector:
         """Open the next round, through the rules that judge a round's opening (budget)."""
         self._rounds += 1
         self._round = Round(self._rounds)
-        return tuple(f for rule in self._on_round_open if (f := rule.on_round_open(self)))
+        fired: tuple[Finding, ...] = ()
+        for rule in self._on_round_open:  # a loop, not a generator: rounds are frequent
+            finding = rule.on_round_open(self)
+            if finding is not None:
+                fired += (finding,)
+        return fired
 
     def _close_round(self) -> tuple[Finding, ...]:
         """Close the open round, if it had tool calls, through the round-level rules."""
@@ -566,9 +571,12 @@ class RunDetector:
         if current is None or current.last is None:
             return ()
         last = current.last
-        return tuple(
-            f for rule in self._on_round_close if (f := rule.on_round_close(current, last, self))
-        )
+        fired: tuple[Finding, ...] = ()
+        for rule in self._on_round_close:
+            finding = rule.on_round_close(current, last, self)
+            if finding is not None:
+                fired += (finding,)
+        return fired
 
     def _record(self, findings: Sequence[Finding]) -> None:
         """Keep the findings, numbered, and the latest of each action; track the worst action.
