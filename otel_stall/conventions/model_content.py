@@ -12,8 +12,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from xxhash import xxh3_64_hexdigest
-
 from otel_stall.core import chanting
 from otel_stall.core.chanting import ChantScan
 from otel_stall.semconv import ErrorAttributes as Err
@@ -210,7 +208,7 @@ def output_text(attrs: Mapping[str, Any], choices: Sequence[Any] = ()) -> str | 
 
 
 def _digest(text: str) -> str:
-    return xxh3_64_hexdigest(" ".join(text.split()).casefold().encode("utf-8", "surrogatepass"))
+    return chanting.digest(text)
 
 
 def output_digest(attrs: Mapping[str, Any], choices: Sequence[Any] = ()) -> str | None:
@@ -240,4 +238,4 @@ def output_hashes(
     text = output_text(attrs, choices)
     if text is None:
         return None, None
-    return _digest(text), chanting.scan(text)
+    return chanting.read(text)

@@ -52,7 +52,7 @@ from itertools import accumulate, repeat
 from operator import add, sub
 from typing import Final
 
-from xxhash import xxh3_64_intdigest
+from xxhash import xxh3_64_hexdigest, xxh3_64_intdigest
 
 CHUNK_WORDS: Final = 8
 """Words in a chunk: a clause, about fifty characters of English."""
@@ -60,6 +60,10 @@ WINDOW_CHARS: Final = 2000
 """How close together the repeats of a chunk must be, in characters of normalised text
 (bytes of UTF-8: characters, for English; whitespace runs count as one)."""
 
+
+SCAN_BYTES: Final = 256 * 1024
+"""Default bound on the characters of one model output that are normalised and scanned
+(``StallPolicy.output_scan_bytes``): a 10 MB output costs what 256 KB does."""
 
 _FENCE: Final = "```"
 _STRUCTURE: Final = re.compile(
@@ -212,6 +216,32 @@ def scan(text: str) -> ChantScan:
     return ChantScan(peak, top, offset, head, tail, not broken)
 
 
+def read(text: str, limit: int = SCAN_BYTES) -> tuple[str, ChantScan]:
+    """The monologue digest and the chanting scan of one output, at most ``limit`` read.
+
+    Only the first ``limit`` characters are normalised and scanned: the cost
+    stays linear and small whatever the output's size (#27). The rest is hashed
+    as it is, in C, so two long outputs that differ past the bound still differ;
+    a cut output is never carried into the next one (its end was not read).
+    """
+    found = scan(text[:limit])
+    if len(text) > limit:
+        found = ChantScan(found.peak, found.chunk, found.length, found.head, NO_CHUNKS, False)
+    return digest(text, limit), found
+
+
+def digest(text: str, limit: int = SCAN_BYTES) -> str:
+    """The monologue digest: the first ``limit`` characters normalised, the rest as is.
+
+    Normalised: whitespace collapsed, case folded.
+    """
+    said = " ".join(text[:limit].split()).casefold().encode("utf-8", "surrogatepass")
+    if len(text) > limit:
+        rest = xxh3_64_hexdigest(text[limit:].encode("utf-8", "surrogatepass"))
+        said += b"\x1f" + rest.encode()
+    return xxh3_64_hexdigest(said)
+
+
 def across(carry: Stretch, head: Stretch) -> tuple[int, int]:
     """``(peak, chunk)`` over the carried chunks of earlier outputs and this one's head.
 
@@ -240,10 +270,13 @@ def carried(carry: Stretch, output: ChantScan) -> Stretch:
 __all__ = [
     "CHUNK_WORDS",
     "NO_CHUNKS",
+    "SCAN_BYTES",
     "WINDOW_CHARS",
     "ChantScan",
     "Stretch",
     "across",
     "carried",
+    "digest",
+    "read",
     "scan",
 ]

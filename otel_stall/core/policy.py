@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import fnmatch
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -121,6 +121,14 @@ class StallPolicy:
     """Times one chunk (8 words) must occur within 2,000 characters of output to warn."""
     item_novelty: bool = env_field(True, "ITEM_NOVELTY", parse_bool, "true or false")
     """A list result is new only if it holds an item not seen before in the run."""
+    near_duplicates: bool = env_field(False, "NEAR_DUPLICATES", parse_bool, "true or false")
+    """A result within ``near_duplicate_bits`` of one seen in the run (its 64-bit SimHash
+    over 3-word shingles) is no new fact: noise in free text (a timestamp, an id) is not
+    news. Off by default: it changes the verdict of healthy traces (see the concepts page)."""
+    near_duplicate_bits: int = env_field(
+        3, "NEAR_DUPLICATE_BITS", parse_int, "a whole number from 0 to 32, such as 3"
+    )
+    """Bits two results' sketches may differ by and still be near duplicates."""
     duplicate_mode: DuplicateMode = env_field(
         DuplicateMode.RUN, "DUPLICATE_MODE", _parse_mode, "run, consecutive or off"
     )
@@ -173,7 +181,7 @@ class StallPolicy:
         set_(self, "volatile_keys", parse_volatile_keys(self.volatile_keys))
         self._validate()
         normaliser = Normaliser(self.volatile_keys, self.scrub_values, native=self.native)
-        set_(self, "signer", Signer(normaliser, self.item_novelty))
+        set_(self, "signer", Signer(normaliser, self.item_novelty, self._sketch()))
 
     def _validate(self) -> None:
         check(self.warn_at >= 1, "warn_at", "must be at least 1 (try 3)")
@@ -209,7 +217,16 @@ class StallPolicy:
         for name in ("repeat_window", "max_tool_calls", "max_rounds", "max_remembered_calls"):
             value = getattr(self, name)
             check(value is None or value >= 1, name, "must be at least 1, or None for no limit")
+        check(0 <= self.near_duplicate_bits <= 32, "near_duplicate_bits", "must be 0 to 32 (try 3)")
         check(self.overloaded_allowance >= 0, "overloaded_allowance", "must be 0 or more")
+
+    def _sketch(self) -> Callable[[Any], int | None] | None:
+        """The near-duplicate rule's sketch, made where digests are made, when it is on."""
+        if not self.near_duplicates:
+            return None
+        from otel_stall.core.rules import near_duplicate
+
+        return near_duplicate.sketch
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> StallPolicy:

@@ -142,6 +142,9 @@ class RunTable:
         ahead = max(run.calls + 4, run.calls * 5 // 4)
         calls = ahead if cap is None else min(ahead, cap)
         bytes_now = RUN_BYTES + CALL_BYTES * max(0, calls - 1)
+        detector = run.detector  # its caches (seen items, digests, chant windows) count too
+        if detector is not None:
+            bytes_now = max(bytes_now, detector.nbytes)
         self.run_bytes += bytes_now - run.charged
         run.charged = bytes_now
         run.charged_calls = ahead if cap is None or ahead < cap else 1 << 62

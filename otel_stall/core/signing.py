@@ -31,7 +31,7 @@ import enum
 import fnmatch
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -121,6 +121,8 @@ class Digests:
     result: Content
     items: tuple[str, ...] | None = None
     """Digests of a list result's items (see :func:`item_digests`); ``None``: not a list."""
+    sketch: int | None = None
+    """The result's near-duplicate sketch (``core/rules/near_duplicate.py``), where asked for."""
 
     @property
     def comparable(self) -> bool:
@@ -529,6 +531,8 @@ class Signer:
     normaliser: Normaliser = field(default_factory=Normaliser)
     items: bool = True
     """Work out a list result's :attr:`Digests.items` (the ``item_novelty`` rule reads them)."""
+    sketch: Callable[[Any], int | None] | None = None
+    """Fills :attr:`Digests.sketch` of a captured result (``None``: not asked for)."""
     _calls: dict[tuple[str, bytes], tuple[str, Content]] = field(
         init=False, repr=False, compare=False
     )
@@ -547,9 +551,12 @@ class Signer:
         part = result_content.value if result_digest is None else result_digest
         # Concatenation reads a str enum's own text ("ok"), whatever its __format__.
         signature = _hash((call_signature + "\x1f" + part + "\x1f" + _status_text(status)).encode())
-        return Digests(
+        digests = Digests(
             call_signature, result_digest, signature, args_content, result_content, items
         )
+        if self.sketch is not None and result_content is Content.PRESENT:
+            digests.sketch = self.sketch(result)
+        return digests
 
     def _call_signature(self, tool: str, arguments: Any) -> tuple[str, Content]:
         """The call signature; for text, remembered by a hash of the text."""

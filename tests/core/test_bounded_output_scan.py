@@ -1,0 +1,52 @@
+"""#27 item 3, as the attack: one huge model output must not cost the app's thread much."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+from otel_stall.conventions import model_content
+from otel_stall.core import chanting
+
+PHRASE = "The agent keeps thinking about the same problem again and again today. "
+
+
+def _attrs(text: str) -> dict[str, str]:
+    message = {"role": "assistant", "parts": [{"type": "text", "content": text}]}
+    return {"gen_ai.output.messages": json.dumps([message])}
+
+
+def test_a_10_mb_output_is_read_within_the_bound() -> None:
+    """A 10 MB chanting output still chants, and reading it holds a few times the bound."""
+    text = (PHRASE * 150_000)[:10_000_000]
+    attrs = _attrs(text)
+    tracemalloc.start()
+    try:
+        said, scan = model_content.output_hashes(attrs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert scan is not None
+    assert scan.peak >= 10
+    assert said is not None
+    # The JSON text is parsed once (10 MB); the scan adds a few times the 256 KB bound,
+    # not tens of times the output (the unbounded scan peaked at 280 MB).
+    assert peak < 3 * len(text) + 40 * chanting.SCAN_BYTES
+
+
+def test_outputs_that_differ_past_the_bound_keep_different_digests() -> None:
+    """The text past the bound is still hashed: two long outputs that differ there differ."""
+    head = "word " * (chanting.SCAN_BYTES // 5 + 10)
+    assert chanting.digest(head + "one") != chanting.digest(head + "two")
+
+
+def test_an_output_within_the_bound_keeps_its_digest() -> None:
+    """Up to the bound the digest is the normalised text's: case and spacing do not count."""
+    assert chanting.digest("Same   Words\nhere") == chanting.digest("same words here")
+
+
+def test_a_cut_output_is_not_carried_into_the_next() -> None:
+    """Its end was not read, so the next output cannot continue its last window."""
+    _, scan = chanting.read(PHRASE * 10, limit=100)
+    assert not scan.whole
+    assert len(scan.tail) == 0
