@@ -35,6 +35,7 @@ from json_strategies import (
     json_values,
     scalars,
 )
+from xxhash import xxh3_64_hexdigest
 
 from otel_stall.core.records import Status
 from otel_stall.core.signing import NATIVE_AVAILABLE, Content, Normaliser, Signer
@@ -69,18 +70,21 @@ def _normalisers(volatile: tuple[str, ...] | None) -> tuple[Normaliser, Normalis
 
 
 def assert_agrees(canon: ModuleType, text: str, volatile: tuple[str, ...] | None = None) -> None:
-    """The compiled pass gives the reference's bytes and emptiness, or hands the text back."""
+    """The compiled pass gives the reference's bytes, emptiness and items, or hands it back."""
     reference, native = _normalisers(volatile)
-    expected = reference.canonical(text)
+    expected = reference.reference_items(text)
     try:
         utf8 = text.encode()
     except UnicodeEncodeError:  # a lone surrogate: never given to the compiled pass
         utf8 = None
     if utf8 is not None:
         names = tuple(sorted(k.lower().encode() for k in reference.volatile_keys))
-        done = canon.canonical(utf8, names)
-        assert done is None or done == (expected[0], expected[1] is Content.EMPTY), text
-    assert native.canonical(text) == expected, text
+        done = canon.canonical(utf8, names, xxh3_64_hexdigest)
+        blob, content, items = expected
+        assert done is None or done == (blob, content is Content.EMPTY, items), text
+        assert done is None or canon.canonical(utf8, names, None) == (*done[:2], None), text
+    assert native.canonical_items(text) == expected, text
+    assert native.canonical(text) == expected[:2], text
 
 
 # -- properties -----------------------------------------------------------------
@@ -96,6 +100,27 @@ def test_compiled_pass_agrees_with_the_reference(
 
 
 CALL_VALUES = json_values(NASTY_TEXT, NASTY_KEYS, max_leaves=12)
+ITEM_NAMES = st.sampled_from(["items", "results", "hits", "documents", "Items", "a", "zz", "ts"])
+LIST_RESULTS = st.one_of(
+    st.lists(CALL_VALUES, max_size=5),
+    st.dictionaries(ITEM_NAMES, st.one_of(st.lists(CALL_VALUES, max_size=4), CALL_VALUES)),
+)
+"""List results: arrays, and objects with item lists (several, or under a volatile key)."""
+
+
+@PROPERTY
+@given(
+    result=LIST_RESULTS,
+    indent=st.sampled_from([None, 1]),
+    volatile=st.sampled_from([*VOLATILE_SETTINGS, ("items", "ts"), ("hits", "results")]),
+)
+def test_item_spans_agree_with_the_reference(
+    canon: ModuleType, result: Any, indent: int | None, volatile: tuple[str, ...] | None
+) -> None:
+    """A list result's items, found while writing, are the reference's: whichever list wins."""
+    text = json.dumps(result, indent=indent, ensure_ascii=False)
+    assert_agrees(canon, text, volatile)
+    assert_agrees(canon, json.dumps({"x": result, "items": [result, 1]}), volatile)
 
 
 @PROPERTY
@@ -538,6 +563,8 @@ CLEAN_PAYLOADS = [
     {"s": "x" * LONG},
     _many(70),
     {"items": [], "count": 0},
+    {"z": 1, "items": [{"b": 1, "a": "x"}, 3], "hits": [2]},
+    [{"id": 2, "t": "/tmp/x"}, {"id": 1}],
 ]
 
 
@@ -547,11 +574,13 @@ def test_compiled_pass_does_ordinary_payloads(canon: ModuleType) -> None:
     names = tuple(sorted(k.encode() for k in reference.volatile_keys))
     for value in CLEAN_PAYLOADS:
         for text in (orjson.dumps(value).decode(), json.dumps(value, indent=2)):
-            blob, content = reference.canonical(text)
-            assert canon.canonical(text.encode(), names) == (blob, content is Content.EMPTY)
+            blob, content, items = reference.reference_items(text)
+            done = canon.canonical(text.encode(), names, xxh3_64_hexdigest)
+            assert done == (blob, content is Content.EMPTY, items)
 
 
 def test_compiled_pass_drops_volatile_names_in_any_case(canon: ModuleType) -> None:
     """The compiled pass drops a volatile key whatever its case, at any depth."""
     text = '{"TS":1,"a":{"Ts":2,"b":[{"tS":3}],"c":"x"}}'
-    assert canon.canonical(text.encode(), (b"ts",)) == (b'{"a":{"b":[{}],"c":"x"}}', False)
+    done = canon.canonical(text.encode(), (b"ts",), None)
+    assert done == (b'{"a":{"b":[{}],"c":"x"}}', False, None)

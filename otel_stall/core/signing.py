@@ -22,7 +22,10 @@ JSON text, the common case, first goes to the compiled canonicaliser
 canonical bytes with no Python objects, several times faster; a dict or a list
 goes there too, as the JSON text orjson writes for it. The compiled pass hands
 back (``None``) whatever it does not know, and the reference does that
-payload; the two are checked against each other by property tests.
+payload; the two are checked against each other by property tests. The same
+pass gives a list result's item digests (:meth:`Normaliser.canonical_items`):
+the compiled pass notes where the items lie as it writes them, the reference
+writes each item of the value it normalised, so neither parses the bytes again.
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ import enum
 import fnmatch
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import orjson
 import xxhash
@@ -41,7 +44,9 @@ import xxhash
 from otel_stall.core.records import ABSENT, Status
 
 
-def _not_built(raw: bytes, volatile: tuple[bytes, ...], /) -> tuple[bytes, bool] | None:
+def _not_built(
+    raw: bytes, volatile: tuple[bytes, ...], hasher: Callable[[bytes], str] | None, /
+) -> tuple[bytes, bool, tuple[str, ...] | None] | None:
     """Stands in for the compiled canonicaliser where it is not built: hands everything back."""
     return None
 
@@ -120,7 +125,7 @@ class Digests:
     arguments: Content
     result: Content
     items: tuple[str, ...] | None = None
-    """Digests of a list result's items (see :func:`item_digests`); ``None``: not a list."""
+    """Digests of a list result's items (see :data:`ITEM_KEYS`); ``None``: not a list."""
 
     @property
     def comparable(self) -> bool:
@@ -250,6 +255,28 @@ def _scalar(value: Any) -> Any:
     return value
 
 
+Hasher: TypeAlias = Callable[[bytes], str]
+Canonical: TypeAlias = tuple[bytes | None, Content, tuple[str, ...] | None]
+"""Canonical bytes, what the content was, and the digests of a list result's items."""
+
+ITEM_KEYS: Final = ("items", "results", "hits", "documents")
+"""Where a result object holds its list, in this order: the list is its items.
+
+``_canon.c`` has the same names (``item_name``)."""
+
+
+def _listed(value: Any) -> list[Any] | None:
+    """The list a normalised result holds as its items: itself, or its first listed member."""
+    if type(value) is list:
+        return value
+    if type(value) is dict:
+        for name in ITEM_KEYS:
+            found = value.get(name)
+            if type(found) is list:
+                return found
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Normaliser:
     """Turns an argument or result value into canonical bytes for hashing.
@@ -302,19 +329,50 @@ class Normaliser:
 
         Bytes are ``None`` when the content is absent or cannot be fingerprinted.
         """
-        if type(value) is str:
-            return self.canonical_text(value, _strict_utf8(value))
-        if self._native_keys is not None and (type(value) is dict or type(value) is list):
-            done = self._compiled(_json_text(value))
-            if done is not None:
-                return done
-        return self.reference(value)
+        blob, content, _ = self._canonical(value, None)
+        return blob, content
+
+    def canonical_items(self, value: Any) -> Canonical:
+        """:meth:`canonical`, and the digests of a list result's items from the same pass.
+
+        A list result is a JSON array, or an object with a list under one of
+        :data:`ITEM_KEYS` (the first it holds, in that order); each item is
+        hashed as its own canonical bytes, which are a slice of the whole's.
+        ``None`` for any other value. Found while the bytes are written, not by
+        parsing them again: that re-parse was a third of signing a list result.
+        """
+        return self._canonical(value, _hash)
 
     def canonical_text(self, text: str, utf8: bytes | None) -> tuple[bytes | None, Content]:
         """:meth:`canonical` of JSON text; ``utf8``: ``text.encode()``, ``None`` if it has none."""
-        return self._compiled(utf8) or self.reference(text)
+        blob, content, _ = self._text(text, utf8, None)
+        return blob, content
 
-    def _compiled(self, utf8: bytes | None) -> tuple[bytes | None, Content] | None:
+    def reference(self, value: Any) -> tuple[bytes | None, Content]:
+        """:meth:`canonical` by the definition: decode, :meth:`normalise`, write sorted, compact."""
+        blob, content, _ = self._reference(value, None)
+        return blob, content
+
+    def reference_items(self, value: Any) -> Canonical:
+        """:meth:`canonical_items` by the definition: the items of the :meth:`normalise` d value."""
+        return self._reference(value, _hash)
+
+    # -- the two passes --------------------------------------------------------
+
+    def _canonical(self, value: Any, hasher: Hasher | None) -> Canonical:
+        """Canonical bytes, content and (with ``hasher``) item digests, compiled where it can."""
+        if type(value) is str:
+            return self._text(value, _strict_utf8(value), hasher)
+        if self._native_keys is not None and (type(value) is dict or type(value) is list):
+            done = self._compiled(_json_text(value), hasher)
+            if done is not None:
+                return done
+        return self._reference(value, hasher)
+
+    def _text(self, text: str, utf8: bytes | None, hasher: Hasher | None) -> Canonical:
+        return self._compiled(utf8, hasher) or self._reference(text, hasher)
+
+    def _compiled(self, utf8: bytes | None, hasher: Hasher | None) -> Canonical | None:
         """The compiled pass over JSON text where it is built and wanted; ``None``: the reference's.
 
         A dict or a list (a JSONL line's payload, an OTLP kvlist) comes here as
@@ -325,24 +383,28 @@ class Normaliser:
         keys = self._native_keys
         if keys is None or utf8 is None:
             return None
-        done = _native_canonical(utf8, keys)
+        done = _native_canonical(utf8, keys, hasher)
         if done is None:
             return None
-        return done[0], Content.EMPTY if done[1] else Content.PRESENT
+        return done[0], Content.EMPTY if done[1] else Content.PRESENT, done[2]
 
-    def reference(self, value: Any) -> tuple[bytes | None, Content]:
-        """:meth:`canonical` by the definition: decode, :meth:`normalise`, write sorted, compact."""
+    def _reference(self, value: Any, hasher: Hasher | None) -> Canonical:
+        """The definition: decode, :meth:`normalise`, write sorted and compact, hash the items."""
         if value is ABSENT:
-            return None, Content.ABSENT
+            return None, Content.ABSENT, None
         decoded = _decode(value)
         if decoded is _TOO_DEEP:
-            return None, Content.UNKNOWN
+            return None, Content.UNKNOWN, None
         try:
             normalised = self.normalise(decoded)
             blob = orjson.dumps(normalised, option=_SORT)
         except (RecursionError, TypeError, ValueError, orjson.JSONEncodeError):
-            return None, Content.UNKNOWN
-        return blob, Content.EMPTY if is_empty(normalised) else Content.PRESENT
+            return None, Content.UNKNOWN, None
+        content = Content.EMPTY if is_empty(normalised) else Content.PRESENT
+        if hasher is None or (listed := _listed(normalised)) is None:
+            return blob, content, None
+        # Each item written alone, sorted, is its slice of ``blob``: orjson writes it the same.
+        return blob, content, tuple(hasher(orjson.dumps(item, option=_SORT)) for item in listed)
 
     def normalise(self, value: Any, _depth: int = 0) -> Any:
         """Return ``value`` with volatile keys dropped and strings made canonical."""
@@ -462,46 +524,12 @@ def _call_digest(tool: str, blob: bytes | None, content: Content) -> tuple[str, 
     return _hash(tool.encode("utf-8", "surrogatepass") + b"\x1f" + blob), content
 
 
-def _result_digest(blob: bytes | None, content: Content) -> tuple[str | None, Content]:
-    """The result digest, ``None`` for a result with no canonical bytes."""
-    return (None if blob is None else _hash(blob)), content
-
-
-ITEM_KEYS: Final = (b'"items":[', b'"results":[', b'"hits":[', b'"documents":[')
-"""Where a result object holds its list: the list is its items (canonical JSON spelling)."""
-_ITEM_NAMES: Final = tuple(k[1:-3].decode() for k in ITEM_KEYS)
-_ITEM_KEY: Final = re.compile(b"|".join(re.escape(k) for k in ITEM_KEYS))
-"""Any of :data:`ITEM_KEYS`, in one pass: a fifth of the instructions of four ``in`` tests
-on a 0.9 KB result (callgrind), which every new object result pays."""
-
-
-def item_digests(blob: bytes | None) -> tuple[str, ...] | None:
-    """The digests of a list result's items, from its canonical bytes.
-
-    A list is the result itself (a JSON array) or the value of the first of
-    :data:`ITEM_KEYS` that the object holds. Each item is hashed as its own
-    canonical bytes: the same normalisation as the result. ``None`` for any
-    other result. The canonical bytes are sorted, so an item re-serialised
-    without sorting again is its canonical form.
-    """
-    if not blob:
-        return None
-    first = blob[:1]
-    if first == b"{":
-        if _ITEM_KEY.search(blob) is None:  # most objects: no parse
-            return None
-        found = orjson.loads(blob)
-        for name in _ITEM_NAMES:
-            value = found.get(name)
-            if type(value) is list:
-                break
-        else:
-            return None
-    elif first == b"[":
-        value = orjson.loads(blob)
-    else:
-        return None
-    return tuple(map(_hash, map(orjson.dumps, value)))
+def _result_digests(
+    blob: bytes | None, content: Content, items: tuple[str, ...] | None
+) -> tuple[str | None, Content, tuple[str, ...] | None]:
+    """The result digest (``None``: no canonical bytes) and, for present content, its items."""
+    digest = None if blob is None else _hash(blob)
+    return digest, content, items if content is Content.PRESENT else None
 
 
 def _status_text(status: Status | str) -> str:
@@ -566,22 +594,15 @@ class Signer:
     def _result_digest(self, result: Any) -> tuple[str | None, Content, tuple[str, ...] | None]:
         """The result digest and item digests; for text, remembered by a hash of the text."""
         normaliser = self.normaliser
+        hasher = _hash if self.items else None
         if type(result) is not str:
-            return self._result_digests(*normaliser.canonical(result))
+            return _result_digests(*normaliser._canonical(result, hasher))
         key, utf8 = _text_key(result)
         cached = self._results.get(key)
         if cached is None:
-            cached = self._result_digests(*normaliser.canonical_text(result, utf8))
+            cached = _result_digests(*normaliser._text(result, utf8, hasher))
             _remember(self._results, key, cached)
         return cached
-
-    def _result_digests(
-        self, blob: bytes | None, content: Content
-    ) -> tuple[str | None, Content, tuple[str, ...] | None]:
-        digest, content = _result_digest(blob, content)
-        if not self.items or content is not Content.PRESENT:
-            return digest, content, None
-        return digest, content, item_digests(blob)
 
 
 def digest(value: Any, normaliser: Normaliser | None = None) -> str | None:
