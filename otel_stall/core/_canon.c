@@ -35,7 +35,7 @@
 #endif
 
 #define MAX_DEPTH 128   /* deeper values take the Python reference */
-#define MAX_VOLATILE 64 /* more volatile key names than this: the Python reference */
+#define MAX_VOLATILE 128 /* more volatile key names than this: the Python reference */
 #define MAX_NUMBER 64   /* longer number texts: the Python reference */
 
 typedef enum { OK = 0, BAIL = 1, FAIL = -1 } Outcome;
@@ -72,6 +72,7 @@ typedef struct {
     Py_ssize_t volatile_lens[MAX_VOLATILE];
     int nvolatile;
     uint64_t volatile_lengths; /* bit k: a name of k bytes (bit 63: 63 or more) */
+    int run_folders;           /* fold per-run temp folder names too (results) */
     /* Item spans: where a list result's items lie in the output (see collect_items). */
     int want_items;  /* the caller asked for them */
     int collect;     /* the array about to be read is a candidate item list */
@@ -348,6 +349,40 @@ temp_name(const char *s, Py_ssize_t n, Py_ssize_t i)
     return -1;
 }
 
+static inline int
+is_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* In results, Python's _RUN_NAME: a temp name as above, or a folder name of
+ * [A-Za-z0-9._-] whose last run of letters and digits (after its last '.',
+ * '_' or '-') is 6 or more long and holds a digit, ending at '/', ' ' or the
+ * end: the end, or -1. */
+static Py_ssize_t
+run_name(const char *s, Py_ssize_t n, Py_ssize_t i)
+{
+    Py_ssize_t j = temp_name(s, n, i);
+    if (j >= 0 || n - i < 8 || memcmp(s + i, "$TMPDIR/", 8) != 0) {
+        return j;
+    }
+    Py_ssize_t word = i + 8, end = i + 8;
+    while (end < n && (is_alnum(s[end]) || s[end] == '.' || s[end] == '_' || s[end] == '-')) {
+        if (!is_alnum(s[end])) {
+            word = end + 1;
+        }
+        end++;
+    }
+    if (end < n && s[end] != '/' && s[end] != ' ') {
+        return -1;
+    }
+    int digit = 0;
+    for (Py_ssize_t k = word; k < end; k++) {
+        digit |= s[k] >= '0' && s[k] <= '9';
+    }
+    return end - word >= 6 && digit ? end : -1;
+}
+
 /* One re.sub: every match of ``find`` in src[0:n] becomes ``with``. */
 typedef Py_ssize_t (*Finder)(const char *, Py_ssize_t, Py_ssize_t);
 
@@ -417,7 +452,7 @@ temp_rewrite(State *st, Py_ssize_t at, Py_ssize_t *n)
             return FAIL;
         }
         Py_ssize_t m = substitute(st->out + at, len, a, temp_root, "$TMPDIR", '/');
-        m = substitute(a, m, b, temp_name, "$TMPDIR/*", '$');
+        m = substitute(a, m, b, st->run_folders ? run_name : temp_name, "$TMPDIR/*", '$');
         int same = m == len && memcmp(b, st->out + at, (size_t)m) == 0;
         Outcome r = same ? OK : reserve(st, at + m - st->len + 1);
         if (r == OK && !same) {
@@ -644,17 +679,33 @@ done:;
     return OK;
 }
 
+/* Whether a key is one of the volatile names, which come lower-case and
+ * without '_' and '-': the key is compared ignoring case, '_' and '-', as
+ * Python's _squash and str.lower do for ASCII. */
 static int
 is_volatile(State *st, const unsigned char *key, Py_ssize_t klen)
 {
+    Py_ssize_t slen = klen;
+    for (Py_ssize_t k = 0; k < klen; k++) {
+        slen -= key[k] == '_' || key[k] == '-';
+    }
+    if (!(st->volatile_lengths >> (slen < 63 ? slen : 63) & 1)) {
+        return 0; /* the usual case: no name that long */
+    }
     for (int i = 0; i < st->nvolatile; i++) {
-        if (st->volatile_lens[i] != klen) {
+        if (st->volatile_lens[i] != slen) {
             continue;
         }
         const char *name = st->volatile_names[i];
-        Py_ssize_t k = 0;
-        while (k < klen && lower(key[k]) == (unsigned char)name[k]) {
-            k++;
+        Py_ssize_t k = 0, j = 0;
+        for (; k < klen; k++) {
+            if (key[k] == '_' || key[k] == '-') {
+                continue;
+            }
+            if (lower(key[k]) != (unsigned char)name[j]) {
+                break;
+            }
+            j++;
         }
         if (k == klen) {
             return 1;
@@ -864,8 +915,7 @@ object_value(State *st, int depth, int *empty)
             st->out[st->len++] = '"';
             st->out[st->len++] = ':';
             int member_empty = 1;
-            int dropped = (st->volatile_lengths >> (klen < 63 ? klen : 63) & 1) &&
-                          is_volatile(st, key, klen);
+            int dropped = st->nvolatile && is_volatile(st, key, klen);
             int name = NO_LIST;
             if (depth == 0 && st->want_items && !dropped) {
                 name = item_name(key, klen);
@@ -1190,7 +1240,7 @@ state_init(State *st, PyObject *volatile_names)
     st->capmembers = st->capsorted = STACK_MEMBERS;
     st->volatile_lengths = 0;
     st->nvolatile = 0;
-    st->want_items = st->collect = 0;
+    st->want_items = st->collect = st->run_folders = 0;
     st->best = NO_LIST;
     st->list_member = -1;
     st->items = st->items_stack;
@@ -1282,11 +1332,12 @@ item_digests(State *st, PyObject *hasher)
 }
 
 PyDoc_STRVAR(canonical_doc,
-             "canonical(raw, volatile, hasher, /)\n--\n\n"
+             "canonical(raw, volatile, hasher, run_folders, /)\n--\n\n"
              "Canonical bytes of the JSON text ``raw``, whether it is empty, and its items;\n"
              "or None.\n\n"
              "``raw`` is UTF-8 from ``str.encode``; ``volatile`` is a tuple of lower-case\n"
-             "ASCII key names to drop. None means: take the Python reference. The items:\n"
+             "ASCII key names (no '_' or '-') to drop; run_folders: fold per-run temp\n"
+             "folder names too. None means: take the Python reference. The items:\n"
              "``hasher`` called on each item of a list result, as a tuple; None where\n"
              "``hasher`` is None or the value is not a list result.");
 
@@ -1294,8 +1345,8 @@ static PyObject *
 canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "canonical() takes exactly 3 arguments");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "canonical() takes exactly 4 arguments");
         return NULL;
     }
     if (!PyBytes_Check(args[0]) || !PyTuple_Check(args[1])) {
@@ -1311,6 +1362,7 @@ canonical(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int empty = 1;
     Outcome r = state_init(&st, args[1]);
     st.want_items = hasher != Py_None;
+    st.run_folders = PyObject_IsTrue(args[3]) == 1;
     if (r == OK) {
         r = state_run(&st, PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), &empty);
     }

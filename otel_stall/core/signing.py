@@ -41,11 +41,16 @@ from typing import Any, Final, TypeAlias
 import orjson
 import xxhash
 
+from otel_stall.core.config import ConfigError
 from otel_stall.core.records import ABSENT, Status
 
 
 def _not_built(
-    raw: bytes, volatile: tuple[bytes, ...], hasher: Callable[[bytes], str] | None, /
+    raw: bytes,
+    volatile: tuple[bytes, ...],
+    hasher: Callable[[bytes], str] | None,
+    run_folders: bool,
+    /,
 ) -> tuple[bytes, bool, tuple[str, ...] | None] | None:
     """Stands in for the compiled canonicaliser where it is not built: hands everything back."""
     return None
@@ -77,6 +82,25 @@ DEFAULT_VOLATILE_KEYS: Final[tuple[str, ...]] = (
 ``tool_call_id``: LangChain wraps every tool result in a message that carries
 the model's call id, which made each result of a looping call look new."""
 
+_TIMINGS: Final = ("duration", "elapsed", "latency", "elapsed_time", "execution_time")
+_UNITS: Final = ("", "_ms", "_s", "_sec", "_seconds", "_us", "_ns")
+RESULT_VOLATILE_KEYS: Final[tuple[str, ...]] = (
+    *(f"{timing}{unit}" for timing in (*_TIMINGS, "response_time") for unit in _UNITS),
+    "request_id",
+    "x_request_id",
+    "message_id",
+    "run_id",
+)
+"""Keys dropped from results only, on top of the volatile keys: timings and per-call ids.
+
+A result that differs from the last only in how long it took or in the id
+its server gave the call is the same result (a page fetched again with a
+fresh ``durationMs``). In arguments the same names are facts
+(``wait(duration=5)``, ``get_run(run_id=...)``), so they stay there.
+Matched as every volatile key is: ignoring case, ``_`` and ``-``, so
+``durationMs``, ``duration_ms`` and ``duration-ms`` are one name. A policy adds
+or removes names per tool (``StallPolicy.result_volatile_keys``)."""
+
 MAX_DEPTH: Final = 256
 """Deeper values are not fingerprinted: they count as unknown, never as a loop.
 
@@ -91,7 +115,7 @@ _key = xxhash.xxh3_128_digest
 _MAX_TEXT_PASSES: Final = 4
 _INT_MIN: Final = -(1 << 63)
 _INT_END: Final = 1 << 64
-_NATIVE_MAX_KEYS: Final = 64
+_NATIVE_MAX_KEYS: Final = 128
 """More volatile names than the compiled canonicaliser holds: the Python reference does it."""
 
 
@@ -163,6 +187,13 @@ _TEMP_ROOTS: Final = (
 _TMP_DIR = re.compile(r"(?<![\w.$])(?:" + "|".join(_TEMP_ROOTS) + r")(?=/|$)", re.IGNORECASE)
 _TMP_NAME = re.compile(r"\$TMPDIR/(?:tmp[a-z0-9_]{8}|pytest-of-[^/]+/pytest-\d+)(?=/|$)")
 """A name ``tempfile`` or pytest made under a temp root: it differs on every run."""
+_RUN_NAME = re.compile(
+    _TMP_NAME.pattern
+    + r"|\$TMPDIR/(?:[A-Za-z0-9._-]*[._-])?(?=[A-Za-z]*[0-9])[A-Za-z0-9]{6,}(?=[/ ]|$)"
+)
+"""In results, also any folder name under a temp root that ends in 6 or more letters and
+digits with a digit among them (``tmpk3j9x2``, ``tmp.Xa81kQ0pLm``, ``job-20240611``,
+``xyz123``): the per-run folders of tempfile, mktemp, Node, Go and sandboxes."""
 _TEMP_MARK = re.compile(r"/t(?:mp|emp|/|$)|\$tmpdir/")
 """How every temp root ends (``/tmp``, ``/Temp``, ``/T``), or a temp name, in lower-cased text."""
 
@@ -193,6 +224,11 @@ def _key_text(key: Any) -> str:
 def _plain_key(key: str) -> bool:
     """A volatile name the compiled pass can match: ASCII that JSON writes as it is."""
     return bool(key) and key.isascii() and orjson.dumps(key)[1:-1] == key.encode()
+
+
+def _squash(name: str) -> str:
+    """A key as volatile names match it: ``_`` and ``-`` dropped (``request-id``: ``requestid``)."""
+    return name.replace("_", "").replace("-", "") if "_" in name or "-" in name else name
 
 
 def _strict_utf8(text: str) -> bytes | None:
@@ -291,6 +327,10 @@ class Normaliser:
     """Replace UUIDs and ISO-8601 timestamps inside strings. Off: it can make false loops."""
     native: bool = field(default=True, compare=False)
     """Use the compiled canonicaliser where it is built. Off gives the same bytes, slower."""
+    run_folders: bool = False
+    """Fold per-run temp folder names (``_RUN_NAME``) too: on for results, where a fresh
+    sandbox per call would make every result new; off for arguments, where two folders
+    are two calls."""
     _exact: frozenset[str] = field(init=False, repr=False, compare=False)
     _globs: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _native_keys: tuple[bytes, ...] | None = field(init=False, repr=False, compare=False)
@@ -299,7 +339,7 @@ class Normaliser:
     def __post_init__(self) -> None:
         keys = tuple(k.lower() for k in self.volatile_keys)
         globs = tuple(k for k in keys if any(c in k for c in "*?["))
-        exact = frozenset(k for k in keys if k not in globs)
+        exact = frozenset(_squash(k) for k in keys if k not in globs)
         object.__setattr__(self, "_exact", exact)
         object.__setattr__(self, "_globs", globs)
         object.__setattr__(self, "_native_keys", self._compiled_keys(exact, globs))
@@ -383,7 +423,7 @@ class Normaliser:
         keys = self._native_keys
         if keys is None or utf8 is None:
             return None
-        done = _native_canonical(utf8, keys, hasher)
+        done = _native_canonical(utf8, keys, hasher, self.run_folders)
         if done is None:
             return None
         return done[0], Content.EMPTY if done[1] else Content.PRESENT, done[2]
@@ -457,18 +497,38 @@ class Normaliser:
                 text = _WIN_PATH.sub(_forward_slashes, text)
         if _may_hold_temp_dir(text):
             text = _TMP_DIR.sub("$TMPDIR", text)
-            text = _TMP_NAME.sub("$TMPDIR/*", text)
+            text = (_RUN_NAME if self.run_folders else _TMP_NAME).sub("$TMPDIR/*", text)
         if self.scrub_values:
             text = _UUID.sub("<uuid>", text)
             text = _ISO_TS.sub("<timestamp>", text)
         return text
 
     def is_volatile(self, key: str) -> bool:
-        """Whether ``key`` is dropped before hashing."""
+        """Whether ``key`` is dropped before hashing: ignoring case, ``_`` and ``-``.
+
+        Globs match the key as it is written, ignoring case only.
+        """
         low = key.lower()
-        if low in self._exact:
+        if _squash(low) in self._exact:
             return True
         return any(fnmatch.fnmatchcase(low, g) for g in self._globs)
+
+    def for_results(self, edits: Iterable[str] = ()) -> Normaliser:
+        """The normaliser for results: :data:`RESULT_VOLATILE_KEYS` dropped, run folders folded.
+
+        ``edits`` (``+key``, ``-key``) add or remove names, in order; a removal
+        takes the name in every spelling, from the defaults or the policy's keys.
+        """
+        keys = [*self.volatile_keys, *RESULT_VOLATILE_KEYS]
+        for edit in edits:
+            name = edit[1:] if edit[:1] in ("+", "-") else edit
+            if edit.startswith("-"):
+                gone = _squash(name.lower())
+                keys = [k for k in keys if k != name and _squash(k.lower()) != gone]
+            else:
+                keys.append(name)
+        volatile = tuple(dict.fromkeys(keys))
+        return Normaliser(volatile, self.scrub_values, self.native, run_folders=True)
 
 
 def is_empty(value: Any, _depth: int = 0) -> bool:
@@ -546,9 +606,17 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
     cache[key] = value
 
 
+_ResultDigests: TypeAlias = tuple[str | None, Content, tuple[str, ...] | None]
+_Results: TypeAlias = tuple["Normaliser", dict[bytes, _ResultDigests]]
+
+
 @dataclass(frozen=True, slots=True)
 class Signer:
     """Computes a call's :class:`Digests` with one :class:`Normaliser`.
+
+    Results are normalised by the same normaliser made for results
+    (:meth:`Normaliser.for_results`): :data:`RESULT_VOLATILE_KEYS` dropped too,
+    per-run temp folders folded, and a tool's own edits (:attr:`result_keys`).
 
     Thread-safe: the processor signs from many threads at once. The caches are
     plain dicts (each get or set is atomic) that are cleared when full.
@@ -557,21 +625,27 @@ class Signer:
     normaliser: Normaliser = field(default_factory=Normaliser)
     items: bool = True
     """Work out a list result's :attr:`Digests.items` (the ``item_novelty`` rule reads them)."""
+    result_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Per tool (a name or a glob), edits to its results' volatile keys: ``+key`` adds,
+    ``-key`` removes; see :func:`parse_result_keys`. Globs apply first, names after."""
     _calls: dict[tuple[str, bytes], tuple[str, Content]] = field(
         init=False, repr=False, compare=False
     )
-    _results: dict[bytes, tuple[str | None, Content, tuple[str, ...] | None]] = field(
-        init=False, repr=False, compare=False
-    )
+    _results: _Results = field(init=False, repr=False, compare=False)
+    """How results are signed unless a tool has its own edits: the normaliser and its cache."""
+    _tools: dict[str, _Results] = field(init=False, repr=False, compare=False)
+    """Tools with their own edits, by name, once looked up (a bounded cache)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_calls", {})
-        object.__setattr__(self, "_results", {})
+        object.__setattr__(self, "_results", (self.normaliser.for_results(), {}))
+        object.__setattr__(self, "_tools", {})
 
     def sign(self, tool: str, arguments: Any, result: Any, status: Status | str) -> Digests:
         """Hash (tool, arguments), the result, and (tool, arguments, result, status)."""
         call_signature, args_content = self._call_signature(tool, arguments)
-        result_digest, result_content, items = self._result_digest(result)
+        results = self._results if not self.result_keys else self._results_of(tool)
+        result_digest, result_content, items = self._result_digest(result, *results)
         part = result_content.value if result_digest is None else result_digest
         # Concatenation reads a str enum's own text ("ok"), whatever its __format__.
         signature = _hash((call_signature + "\x1f" + part + "\x1f" + _status_text(status)).encode())
@@ -591,18 +665,33 @@ class Signer:
             _remember(self._calls, (tool, key), cached)
         return cached
 
-    def _result_digest(self, result: Any) -> tuple[str | None, Content, tuple[str, ...] | None]:
+    def _result_digest(
+        self, result: Any, normaliser: Normaliser, cache: dict[bytes, _ResultDigests]
+    ) -> _ResultDigests:
         """The result digest and item digests; for text, remembered by a hash of the text."""
-        normaliser = self.normaliser
         hasher = _hash if self.items else None
         if type(result) is not str:
             return _result_digests(*normaliser._canonical(result, hasher))
         key, utf8 = _text_key(result)
-        cached = self._results.get(key)
+        cached = cache.get(key)
         if cached is None:
             cached = _result_digests(*normaliser._text(result, utf8, hasher))
-            _remember(self._results, key, cached)
+            _remember(cache, key, cached)
         return cached
+
+    def _results_of(self, tool: str) -> _Results:
+        """How ``tool``'s results are signed: with its edits, if the policy names it."""
+        found = self._tools.get(tool)
+        if found is None:
+            ordered = sorted(self.result_keys, key=lambda entry: not _is_glob(entry[0]))
+            edits = [e for name, es in ordered if fnmatch.fnmatchcase(tool, name) for e in es]
+            found = (self.normaliser.for_results(edits), {}) if edits else self._results
+            _remember(self._tools, tool, found)
+        return found
+
+
+def _is_glob(name: str) -> bool:
+    return any(c in name for c in "*?[")
 
 
 def digest(value: Any, normaliser: Normaliser | None = None) -> str | None:
@@ -618,3 +707,31 @@ def parse_volatile_keys(spec: str | Iterable[str]) -> tuple[str, ...]:
         items = tuple(p.strip() for p in spec.lstrip("+").split(",") if p.strip())
         return DEFAULT_VOLATILE_KEYS + items if extend else items
     return tuple(spec)
+
+
+def parse_result_keys(
+    spec: str | Mapping[str, str | Iterable[str]] | None,
+) -> dict[str, tuple[str, ...]]:
+    """``"ping=-latency_ms;search=+took,-run_id"`` (or a mapping) into ``{tool: edits}``.
+
+    A tool is a name or a glob (``*`` for every tool); each edit is ``+key``
+    (added to its results' volatile keys; a bare ``key`` too) or ``-key``
+    (removed, in any of its spellings).
+    """
+    if not spec:
+        return {}
+    if isinstance(spec, str):
+        pairs = [part.partition("=") for part in spec.split(";") if part.strip()]
+        if any(not sep or not tool.strip() for tool, sep, _ in pairs):
+            raise ConfigError(f"result_volatile_keys: {spec!r} is not TOOL=+KEY,-KEY;...")
+        entries: dict[str, str | Iterable[str]] = {t.strip(): e for t, _, e in pairs}
+    else:
+        entries = dict(spec)
+    out: dict[str, tuple[str, ...]] = {}
+    for tool, given in entries.items():
+        edits = given.split(",") if isinstance(given, str) else list(given)
+        done = tuple(e if e[0] in "+-" else "+" + e for e in (e.strip() for e in edits) if e)
+        if not done or any(len(e) < 2 for e in done):
+            raise ConfigError(f"result_volatile_keys: {tool} needs keys such as +took or -latency")
+        out[str(tool)] = done
+    return out
