@@ -77,6 +77,7 @@ typedef struct {
      * length's few: results have some fifty names (callgrind: 12k instructions
      * a 1 KB result when every key went through all of them). */
     unsigned char by_length[MAX_VOLATILE];
+    unsigned char first_byte[256]; /* a name starts with it (a key's, lowered, after '_' '-') */
     unsigned char length_first[64], length_count[64];
     /* Item spans: where a list result's items lie in the output (see collect_items). */
     int want_items;  /* the caller asked for them */
@@ -923,7 +924,8 @@ object_value(State *st, int depth, int *empty)
             st->out[st->len++] = '"';
             st->out[st->len++] = ':';
             int member_empty = 1;
-            int dropped = st->nvolatile && is_volatile(st, key, klen);
+            /* One look-up first: most keys start with no name's first letter. */
+            int dropped = st->first_byte[lower(key[0])] && is_volatile(st, key, klen);
             int name = NO_LIST;
             if (depth == 0 && st->want_items && !dropped) {
                 name = item_name(key, klen);
@@ -1275,6 +1277,15 @@ state_init(State *st, PyObject *volatile_names)
     }
     st->nvolatile = (int)nvolatile;
     memset(st->length_count, 0, sizeof st->length_count);
+    memset(st->first_byte, 0, sizeof st->first_byte);
+    st->first_byte['_'] = st->first_byte['-'] = st->nvolatile > 0; /* skipped in keys */
+    for (int i = 0; i < st->nvolatile; i++) {
+        if (st->volatile_lens[i] == 0) { /* matches "", "_", "--": only the full test knows */
+            memset(st->first_byte, 1, sizeof st->first_byte);
+            break;
+        }
+        st->first_byte[(unsigned char)st->volatile_names[i][0]] = 1;
+    }
     for (int i = 0; i < st->nvolatile; i++) {
         st->length_count[st->volatile_lens[i] < 63 ? st->volatile_lens[i] : 63]++;
     }
