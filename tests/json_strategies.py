@@ -21,6 +21,8 @@ NASTY_PIECES = (
     *("C:/Users/bob/AppData/Local/Temp/", "C:\\Users\\bob\\AppData\\Local\\Temp\\", "D:\\x\\y"),
     *("$TMPDIR/", "$tmpdir/", "tmpabcd1234", "tmpABCD1234", "tmp_bcd_123", "tmpabcd123"),
     "pytest-of-x/pytest-12",
+    # per-run folder names, folded in results: a digit in a last run of 6 or more
+    *("xyz123", "xyz12", "tmp.Xa81kQ0pLm", "job-2024_a1b2c3", "a.b-c_d", "abcdef", "12345678"),
     *(
         "./tmp",
         "_/tmp",
@@ -46,6 +48,9 @@ KEY_NAMES = (
     *("ts", "TS", "Ts", "timestamp", "Request_ID", "trace_id", "SPAN_ID", "nonce", "id", "ID"),
     *("token", "Token", "x:y", "X:Y", "a", "b", "ts ", " ts", "to\u212aen", "\u0130d", "x_at", ""),
     *("k" * 63, "K" * 63, "k" * 64, "k" * 70),
+    # results' volatile names in their spellings, and near misses
+    *("durationMs", "duration-ms", "DURATION_MS", "_duration__ms-", "duration_m", "runId", "run-"),
+    *("x-request-id", "messageID", "message_ids", "elapsed", "latency_us", "-", "_"),
 )
 """Keys near the volatile names of every setting the tests use, in any case."""
 NASTY_KEYS = st.one_of(NASTY_TEXT, st.sampled_from(KEY_NAMES))

@@ -26,7 +26,13 @@ from otel_stall.core.config import (
     parse_optional_int,
     resolve,
 )
-from otel_stall.core.signing import DEFAULT_VOLATILE_KEYS, Normaliser, Signer, parse_volatile_keys
+from otel_stall.core.signing import (
+    DEFAULT_VOLATILE_KEYS,
+    Normaliser,
+    Signer,
+    parse_result_keys,
+    parse_volatile_keys,
+)
 
 
 class DuplicateMode(str, enum.Enum):
@@ -164,6 +170,15 @@ class StallPolicy:
     volatile_keys: tuple[str, ...] = env_field(
         DEFAULT_VOLATILE_KEYS, "VOLATILE_KEYS", parse_volatile_keys, "'ts,nonce' or '+extra_key'"
     )
+    result_volatile_keys: Mapping[str, tuple[str, ...]] = env_field(
+        None,
+        "RESULT_VOLATILE_KEYS",
+        parse_result_keys,
+        "'TOOL=+KEY,-KEY;...' such as 'ping=-latency'",
+    )
+    """Per tool (a name or glob; ``*`` for every tool), keys added to (``+took``) or removed
+    from (``-latency``) the volatile keys of its results, whose defaults add timings and
+    per-call ids (:data:`~otel_stall.core.signing.RESULT_VOLATILE_KEYS`) to ``volatile_keys``."""
     scrub_values: bool = env_field(False, "SCRUB_VALUES", parse_bool, "true or false")
     native: bool = env_field(True, "NATIVE", parse_bool, "true or false")
     """Sign with the compiled canonicaliser where built. Off: the same digests, slower."""
@@ -179,9 +194,20 @@ class StallPolicy:
         set_(self, "approval_tools", _names(self.approval_tools))
         set_(self, "duplicate_mode", DuplicateMode(self.duplicate_mode))
         set_(self, "volatile_keys", parse_volatile_keys(self.volatile_keys))
+        result_keys = parse_result_keys(self.result_volatile_keys)
+        set_(self, "result_volatile_keys", MappingProxyType(result_keys))
         self._validate()
         normaliser = Normaliser(self.volatile_keys, self.scrub_values, native=self.native)
-        set_(self, "signer", Signer(normaliser, self.item_novelty, self._sketch()))
+        set_(
+            self,
+            "signer",
+            Signer(
+                normaliser,
+                self.item_novelty,
+                sketch=self._sketch(),
+                result_keys=tuple(result_keys.items()),
+            ),
+        )
 
     def _validate(self) -> None:
         check(self.warn_at >= 1, "warn_at", "must be at least 1 (try 3)")

@@ -22,7 +22,10 @@ JSON text, the common case, first goes to the compiled canonicaliser
 canonical bytes with no Python objects, several times faster; a dict or a list
 goes there too, as the JSON text orjson writes for it. The compiled pass hands
 back (``None``) whatever it does not know, and the reference does that
-payload; the two are checked against each other by property tests.
+payload; the two are checked against each other by property tests. The same
+pass gives a list result's item digests (:meth:`Normaliser.canonical_items`):
+the compiled pass notes where the items lie as it writes them, the reference
+writes each item of the value it normalised, so neither parses the bytes again.
 """
 
 from __future__ import annotations
@@ -33,15 +36,22 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import orjson
 import xxhash
 
+from otel_stall.core.config import ConfigError
 from otel_stall.core.records import ABSENT, Status
 
 
-def _not_built(raw: bytes, volatile: tuple[bytes, ...], /) -> tuple[bytes, bool] | None:
+def _not_built(
+    raw: bytes,
+    volatile: tuple[bytes, ...],
+    hasher: Callable[[bytes], str] | None,
+    run_folders: bool,
+    /,
+) -> tuple[bytes, bool, tuple[str, ...] | None] | None:
     """Stands in for the compiled canonicaliser where it is not built: hands everything back."""
     return None
 
@@ -72,6 +82,25 @@ DEFAULT_VOLATILE_KEYS: Final[tuple[str, ...]] = (
 ``tool_call_id``: LangChain wraps every tool result in a message that carries
 the model's call id, which made each result of a looping call look new."""
 
+_TIMINGS: Final = ("duration", "elapsed", "latency", "elapsed_time", "execution_time")
+_UNITS: Final = ("", "_ms", "_s", "_sec", "_seconds", "_us", "_ns")
+RESULT_VOLATILE_KEYS: Final[tuple[str, ...]] = (
+    *(f"{timing}{unit}" for timing in (*_TIMINGS, "response_time") for unit in _UNITS),
+    "request_id",
+    "x_request_id",
+    "message_id",
+    "run_id",
+)
+"""Keys dropped from results only, on top of the volatile keys: timings and per-call ids.
+
+A result that differs from the last only in how long it took or in the id
+its server gave the call is the same result (a page fetched again with a
+fresh ``durationMs``). In arguments the same names are facts
+(``wait(duration=5)``, ``get_run(run_id=...)``), so they stay there.
+Matched as every volatile key is: ignoring case, ``_`` and ``-``, so
+``durationMs``, ``duration_ms`` and ``duration-ms`` are one name. A policy adds
+or removes names per tool (``StallPolicy.result_volatile_keys``)."""
+
 MAX_DEPTH: Final = 256
 """Deeper values are not fingerprinted: they count as unknown, never as a loop.
 
@@ -86,7 +115,7 @@ _key = xxhash.xxh3_128_digest
 _MAX_TEXT_PASSES: Final = 4
 _INT_MIN: Final = -(1 << 63)
 _INT_END: Final = 1 << 64
-_NATIVE_MAX_KEYS: Final = 64
+_NATIVE_MAX_KEYS: Final = 128
 """More volatile names than the compiled canonicaliser holds: the Python reference does it."""
 
 
@@ -120,7 +149,7 @@ class Digests:
     arguments: Content
     result: Content
     items: tuple[str, ...] | None = None
-    """Digests of a list result's items (see :func:`item_digests`); ``None``: not a list."""
+    """Digests of a list result's items (see :data:`ITEM_KEYS`); ``None``: not a list."""
     sketch: int | None = None
     """The result's near-duplicate sketch (``core/rules/near_duplicate.py``), where asked for."""
 
@@ -160,6 +189,13 @@ _TEMP_ROOTS: Final = (
 _TMP_DIR = re.compile(r"(?<![\w.$])(?:" + "|".join(_TEMP_ROOTS) + r")(?=/|$)", re.IGNORECASE)
 _TMP_NAME = re.compile(r"\$TMPDIR/(?:tmp[a-z0-9_]{8}|pytest-of-[^/]+/pytest-\d+)(?=/|$)")
 """A name ``tempfile`` or pytest made under a temp root: it differs on every run."""
+_RUN_NAME = re.compile(
+    _TMP_NAME.pattern
+    + r"|\$TMPDIR/(?:[A-Za-z0-9._-]*[._-])?(?=[A-Za-z]*[0-9])[A-Za-z0-9]{6,}(?=[/ ]|$)"
+)
+"""In results, also any folder name under a temp root that ends in 6 or more letters and
+digits with a digit among them (``tmpk3j9x2``, ``tmp.Xa81kQ0pLm``, ``job-20240611``,
+``xyz123``): the per-run folders of tempfile, mktemp, Node, Go and sandboxes."""
 _TEMP_MARK = re.compile(r"/t(?:mp|emp|/|$)|\$tmpdir/")
 """How every temp root ends (``/tmp``, ``/Temp``, ``/T``), or a temp name, in lower-cased text."""
 
@@ -190,6 +226,11 @@ def _key_text(key: Any) -> str:
 def _plain_key(key: str) -> bool:
     """A volatile name the compiled pass can match: ASCII that JSON writes as it is."""
     return bool(key) and key.isascii() and orjson.dumps(key)[1:-1] == key.encode()
+
+
+def _squash(name: str) -> str:
+    """A key as volatile names match it: ``_`` and ``-`` dropped (``request-id``: ``requestid``)."""
+    return name.replace("_", "").replace("-", "") if "_" in name or "-" in name else name
 
 
 def _strict_utf8(text: str) -> bytes | None:
@@ -252,6 +293,28 @@ def _scalar(value: Any) -> Any:
     return value
 
 
+Hasher: TypeAlias = Callable[[bytes], str]
+Canonical: TypeAlias = tuple[bytes | None, Content, tuple[str, ...] | None]
+"""Canonical bytes, what the content was, and the digests of a list result's items."""
+
+ITEM_KEYS: Final = ("items", "results", "hits", "documents")
+"""Where a result object holds its list, in this order: the list is its items.
+
+``_canon.c`` has the same names (``item_name``)."""
+
+
+def _listed(value: Any) -> list[Any] | None:
+    """The list a normalised result holds as its items: itself, or its first listed member."""
+    if type(value) is list:
+        return value
+    if type(value) is dict:
+        for name in ITEM_KEYS:
+            found = value.get(name)
+            if type(found) is list:
+                return found
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Normaliser:
     """Turns an argument or result value into canonical bytes for hashing.
@@ -266,6 +329,10 @@ class Normaliser:
     """Replace UUIDs and ISO-8601 timestamps inside strings. Off: it can make false loops."""
     native: bool = field(default=True, compare=False)
     """Use the compiled canonicaliser where it is built. Off gives the same bytes, slower."""
+    run_folders: bool = False
+    """Fold per-run temp folder names (``_RUN_NAME``) too: on for results, where a fresh
+    sandbox per call would make every result new; off for arguments, where two folders
+    are two calls."""
     _exact: frozenset[str] = field(init=False, repr=False, compare=False)
     _globs: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _native_keys: tuple[bytes, ...] | None = field(init=False, repr=False, compare=False)
@@ -274,7 +341,7 @@ class Normaliser:
     def __post_init__(self) -> None:
         keys = tuple(k.lower() for k in self.volatile_keys)
         globs = tuple(k for k in keys if any(c in k for c in "*?["))
-        exact = frozenset(k for k in keys if k not in globs)
+        exact = frozenset(_squash(k) for k in keys if k not in globs)
         object.__setattr__(self, "_exact", exact)
         object.__setattr__(self, "_globs", globs)
         object.__setattr__(self, "_native_keys", self._compiled_keys(exact, globs))
@@ -304,19 +371,52 @@ class Normaliser:
 
         Bytes are ``None`` when the content is absent or cannot be fingerprinted.
         """
-        if type(value) is str:
-            return self.canonical_text(value, _strict_utf8(value))
-        if self._native_keys is not None and (type(value) is dict or type(value) is list):
-            done = self._compiled(_json_text(value))
-            if done is not None:
-                return done
-        return self.reference(value)
+        blob, content, _ = self._canonical(value, None)
+        return blob, content
+
+    def canonical_items(self, value: Any) -> Canonical:
+        """:meth:`canonical`, and the digests of a list result's items from the same pass.
+
+        A list result is a JSON array, or an object with a list under one of
+        :data:`ITEM_KEYS` (the first it holds, in that order); each item is
+        hashed as its own canonical bytes, which are a slice of the whole's.
+        ``None`` for any other value. Found while the bytes are written, not by
+        parsing them again: callgrind, ``bench/detector_instructions.py --mode
+        sign`` less ``--mode setup``, items cost 43.1k instructions a call with
+        the re-parse and 4.2k now, of 97.1k and 60.0k for signing as a whole.
+        """
+        return self._canonical(value, _hash)
 
     def canonical_text(self, text: str, utf8: bytes | None) -> tuple[bytes | None, Content]:
         """:meth:`canonical` of JSON text; ``utf8``: ``text.encode()``, ``None`` if it has none."""
-        return self._compiled(utf8) or self.reference(text)
+        blob, content, _ = self._text(text, utf8, None)
+        return blob, content
 
-    def _compiled(self, utf8: bytes | None) -> tuple[bytes | None, Content] | None:
+    def reference(self, value: Any) -> tuple[bytes | None, Content]:
+        """:meth:`canonical` by the definition: decode, :meth:`normalise`, write sorted, compact."""
+        blob, content, _ = self._reference(value, None)
+        return blob, content
+
+    def reference_items(self, value: Any) -> Canonical:
+        """:meth:`canonical_items` by the definition: the items of the :meth:`normalise` d value."""
+        return self._reference(value, _hash)
+
+    # -- the two passes --------------------------------------------------------
+
+    def _canonical(self, value: Any, hasher: Hasher | None) -> Canonical:
+        """Canonical bytes, content and (with ``hasher``) item digests, compiled where it can."""
+        if type(value) is str:
+            return self._text(value, _strict_utf8(value), hasher)
+        if self._native_keys is not None and (type(value) is dict or type(value) is list):
+            done = self._compiled(_json_text(value), hasher)
+            if done is not None:
+                return done
+        return self._reference(value, hasher)
+
+    def _text(self, text: str, utf8: bytes | None, hasher: Hasher | None) -> Canonical:
+        return self._compiled(utf8, hasher) or self._reference(text, hasher)
+
+    def _compiled(self, utf8: bytes | None, hasher: Hasher | None) -> Canonical | None:
         """The compiled pass over JSON text where it is built and wanted; ``None``: the reference's.
 
         A dict or a list (a JSONL line's payload, an OTLP kvlist) comes here as
@@ -327,24 +427,28 @@ class Normaliser:
         keys = self._native_keys
         if keys is None or utf8 is None:
             return None
-        done = _native_canonical(utf8, keys)
+        done = _native_canonical(utf8, keys, hasher, self.run_folders)
         if done is None:
             return None
-        return done[0], Content.EMPTY if done[1] else Content.PRESENT
+        return done[0], Content.EMPTY if done[1] else Content.PRESENT, done[2]
 
-    def reference(self, value: Any) -> tuple[bytes | None, Content]:
-        """:meth:`canonical` by the definition: decode, :meth:`normalise`, write sorted, compact."""
+    def _reference(self, value: Any, hasher: Hasher | None) -> Canonical:
+        """The definition: decode, :meth:`normalise`, write sorted and compact, hash the items."""
         if value is ABSENT:
-            return None, Content.ABSENT
+            return None, Content.ABSENT, None
         decoded = _decode(value)
         if decoded is _TOO_DEEP:
-            return None, Content.UNKNOWN
+            return None, Content.UNKNOWN, None
         try:
             normalised = self.normalise(decoded)
             blob = orjson.dumps(normalised, option=_SORT)
         except (RecursionError, TypeError, ValueError, orjson.JSONEncodeError):
-            return None, Content.UNKNOWN
-        return blob, Content.EMPTY if is_empty(normalised) else Content.PRESENT
+            return None, Content.UNKNOWN, None
+        content = Content.EMPTY if is_empty(normalised) else Content.PRESENT
+        if hasher is None or (listed := _listed(normalised)) is None:
+            return blob, content, None
+        # Each item written alone, sorted, is its slice of ``blob``: orjson writes it the same.
+        return blob, content, tuple(hasher(orjson.dumps(item, option=_SORT)) for item in listed)
 
     def normalise(self, value: Any, _depth: int = 0) -> Any:
         """Return ``value`` with volatile keys dropped and strings made canonical."""
@@ -397,18 +501,38 @@ class Normaliser:
                 text = _WIN_PATH.sub(_forward_slashes, text)
         if _may_hold_temp_dir(text):
             text = _TMP_DIR.sub("$TMPDIR", text)
-            text = _TMP_NAME.sub("$TMPDIR/*", text)
+            text = (_RUN_NAME if self.run_folders else _TMP_NAME).sub("$TMPDIR/*", text)
         if self.scrub_values:
             text = _UUID.sub("<uuid>", text)
             text = _ISO_TS.sub("<timestamp>", text)
         return text
 
     def is_volatile(self, key: str) -> bool:
-        """Whether ``key`` is dropped before hashing."""
+        """Whether ``key`` is dropped before hashing: ignoring case, ``_`` and ``-``.
+
+        Globs match the key as it is written, ignoring case only.
+        """
         low = key.lower()
-        if low in self._exact:
+        if _squash(low) in self._exact:
             return True
         return any(fnmatch.fnmatchcase(low, g) for g in self._globs)
+
+    def for_results(self, edits: Iterable[str] = ()) -> Normaliser:
+        """The normaliser for results: :data:`RESULT_VOLATILE_KEYS` dropped, run folders folded.
+
+        ``edits`` (``+key``, ``-key``) add or remove names, in order; a removal
+        takes the name in every spelling, from the defaults or the policy's keys.
+        """
+        keys = [*self.volatile_keys, *RESULT_VOLATILE_KEYS]
+        for edit in edits:
+            name = edit[1:] if edit[:1] in ("+", "-") else edit
+            if edit.startswith("-"):
+                gone = _squash(name.lower())
+                keys = [k for k in keys if k != name and _squash(k.lower()) != gone]
+            else:
+                keys.append(name)
+        volatile = tuple(dict.fromkeys(keys))
+        return Normaliser(volatile, self.scrub_values, self.native, run_folders=True)
 
 
 def is_empty(value: Any, _depth: int = 0) -> bool:
@@ -464,46 +588,12 @@ def _call_digest(tool: str, blob: bytes | None, content: Content) -> tuple[str, 
     return _hash(tool.encode("utf-8", "surrogatepass") + b"\x1f" + blob), content
 
 
-def _result_digest(blob: bytes | None, content: Content) -> tuple[str | None, Content]:
-    """The result digest, ``None`` for a result with no canonical bytes."""
-    return (None if blob is None else _hash(blob)), content
-
-
-ITEM_KEYS: Final = (b'"items":[', b'"results":[', b'"hits":[', b'"documents":[')
-"""Where a result object holds its list: the list is its items (canonical JSON spelling)."""
-_ITEM_NAMES: Final = tuple(k[1:-3].decode() for k in ITEM_KEYS)
-_ITEM_KEY: Final = re.compile(b"|".join(re.escape(k) for k in ITEM_KEYS))
-"""Any of :data:`ITEM_KEYS`, in one pass: a fifth of the instructions of four ``in`` tests
-on a 0.9 KB result (callgrind), which every new object result pays."""
-
-
-def item_digests(blob: bytes | None) -> tuple[str, ...] | None:
-    """The digests of a list result's items, from its canonical bytes.
-
-    A list is the result itself (a JSON array) or the value of the first of
-    :data:`ITEM_KEYS` that the object holds. Each item is hashed as its own
-    canonical bytes: the same normalisation as the result. ``None`` for any
-    other result. The canonical bytes are sorted, so an item re-serialised
-    without sorting again is its canonical form.
-    """
-    if not blob:
-        return None
-    first = blob[:1]
-    if first == b"{":
-        if _ITEM_KEY.search(blob) is None:  # most objects: no parse
-            return None
-        found = orjson.loads(blob)
-        for name in _ITEM_NAMES:
-            value = found.get(name)
-            if type(value) is list:
-                break
-        else:
-            return None
-    elif first == b"[":
-        value = orjson.loads(blob)
-    else:
-        return None
-    return tuple(map(_hash, map(orjson.dumps, value)))
+def _result_digests(
+    blob: bytes | None, content: Content, items: tuple[str, ...] | None
+) -> tuple[str | None, Content, tuple[str, ...] | None]:
+    """The result digest (``None``: no canonical bytes) and, for present content, its items."""
+    digest = None if blob is None else _hash(blob)
+    return digest, content, items if content is Content.PRESENT else None
 
 
 def _status_text(status: Status | str) -> str:
@@ -520,9 +610,17 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
     cache[key] = value
 
 
+_ResultDigests: TypeAlias = tuple[str | None, Content, tuple[str, ...] | None]
+_Results: TypeAlias = tuple["Normaliser", dict[bytes, _ResultDigests]]
+
+
 @dataclass(frozen=True, slots=True)
 class Signer:
     """Computes a call's :class:`Digests` with one :class:`Normaliser`.
+
+    Results are normalised by the same normaliser made for results
+    (:meth:`Normaliser.for_results`): :data:`RESULT_VOLATILE_KEYS` dropped too,
+    per-run temp folders folded, and a tool's own edits (:attr:`result_keys`).
 
     Thread-safe: the processor signs from many threads at once. The caches are
     plain dicts (each get or set is atomic) that are cleared when full.
@@ -533,21 +631,27 @@ class Signer:
     """Work out a list result's :attr:`Digests.items` (the ``item_novelty`` rule reads them)."""
     sketch: Callable[[Any], int | None] | None = None
     """Fills :attr:`Digests.sketch` of a captured result (``None``: not asked for)."""
+    result_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Per tool (a name or a glob), edits to its results' volatile keys: ``+key`` adds,
+    ``-key`` removes; see :func:`parse_result_keys`. Globs apply first, names after."""
     _calls: dict[tuple[str, bytes], tuple[str, Content]] = field(
         init=False, repr=False, compare=False
     )
-    _results: dict[bytes, tuple[str | None, Content, tuple[str, ...] | None]] = field(
-        init=False, repr=False, compare=False
-    )
+    _results: _Results = field(init=False, repr=False, compare=False)
+    """How results are signed unless a tool has its own edits: the normaliser and its cache."""
+    _tools: dict[str, _Results] = field(init=False, repr=False, compare=False)
+    """Tools with their own edits, by name, once looked up (a bounded cache)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_calls", {})
-        object.__setattr__(self, "_results", {})
+        object.__setattr__(self, "_results", (self.normaliser.for_results(), {}))
+        object.__setattr__(self, "_tools", {})
 
     def sign(self, tool: str, arguments: Any, result: Any, status: Status | str) -> Digests:
         """Hash (tool, arguments), the result, and (tool, arguments, result, status)."""
         call_signature, args_content = self._call_signature(tool, arguments)
-        result_digest, result_content, items = self._result_digest(result)
+        results = self._results if not self.result_keys else self._results_of(tool)
+        result_digest, result_content, items = self._result_digest(result, *results)
         part = result_content.value if result_digest is None else result_digest
         # Concatenation reads a str enum's own text ("ok"), whatever its __format__.
         signature = _hash((call_signature + "\x1f" + part + "\x1f" + _status_text(status)).encode())
@@ -570,25 +674,33 @@ class Signer:
             _remember(self._calls, (tool, key), cached)
         return cached
 
-    def _result_digest(self, result: Any) -> tuple[str | None, Content, tuple[str, ...] | None]:
+    def _result_digest(
+        self, result: Any, normaliser: Normaliser, cache: dict[bytes, _ResultDigests]
+    ) -> _ResultDigests:
         """The result digest and item digests; for text, remembered by a hash of the text."""
-        normaliser = self.normaliser
+        hasher = _hash if self.items else None
         if type(result) is not str:
-            return self._result_digests(*normaliser.canonical(result))
+            return _result_digests(*normaliser._canonical(result, hasher))
         key, utf8 = _text_key(result)
-        cached = self._results.get(key)
+        cached = cache.get(key)
         if cached is None:
-            cached = self._result_digests(*normaliser.canonical_text(result, utf8))
-            _remember(self._results, key, cached)
+            cached = _result_digests(*normaliser._text(result, utf8, hasher))
+            _remember(cache, key, cached)
         return cached
 
-    def _result_digests(
-        self, blob: bytes | None, content: Content
-    ) -> tuple[str | None, Content, tuple[str, ...] | None]:
-        digest, content = _result_digest(blob, content)
-        if not self.items or content is not Content.PRESENT:
-            return digest, content, None
-        return digest, content, item_digests(blob)
+    def _results_of(self, tool: str) -> _Results:
+        """How ``tool``'s results are signed: with its edits, if the policy names it."""
+        found = self._tools.get(tool)
+        if found is None:
+            ordered = sorted(self.result_keys, key=lambda entry: not _is_glob(entry[0]))
+            edits = [e for name, es in ordered if fnmatch.fnmatchcase(tool, name) for e in es]
+            found = (self.normaliser.for_results(edits), {}) if edits else self._results
+            _remember(self._tools, tool, found)
+        return found
+
+
+def _is_glob(name: str) -> bool:
+    return any(c in name for c in "*?[")
 
 
 def digest(value: Any, normaliser: Normaliser | None = None) -> str | None:
@@ -604,3 +716,31 @@ def parse_volatile_keys(spec: str | Iterable[str]) -> tuple[str, ...]:
         items = tuple(p.strip() for p in spec.lstrip("+").split(",") if p.strip())
         return DEFAULT_VOLATILE_KEYS + items if extend else items
     return tuple(spec)
+
+
+def parse_result_keys(
+    spec: str | Mapping[str, str | Iterable[str]] | None,
+) -> dict[str, tuple[str, ...]]:
+    """``"ping=-latency_ms;search=+took,-run_id"`` (or a mapping) into ``{tool: edits}``.
+
+    A tool is a name or a glob (``*`` for every tool); each edit is ``+key``
+    (added to its results' volatile keys; a bare ``key`` too) or ``-key``
+    (removed, in any of its spellings).
+    """
+    if not spec:
+        return {}
+    if isinstance(spec, str):
+        pairs = [part.partition("=") for part in spec.split(";") if part.strip()]
+        if any(not sep or not tool.strip() for tool, sep, _ in pairs):
+            raise ConfigError(f"result_volatile_keys: {spec!r} is not TOOL=+KEY,-KEY;...")
+        entries: dict[str, str | Iterable[str]] = {t.strip(): e for t, _, e in pairs}
+    else:
+        entries = dict(spec)
+    out: dict[str, tuple[str, ...]] = {}
+    for tool, given in entries.items():
+        edits = given.split(",") if isinstance(given, str) else list(given)
+        done = tuple(e if e[0] in "+-" else "+" + e for e in (e.strip() for e in edits) if e)
+        if not done or any(len(e) < 2 for e in done):
+            raise ConfigError(f"result_volatile_keys: {tool} needs keys such as +took or -latency")
+        out[str(tool)] = done
+    return out

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from otel_stall import StallPolicy, ToolCall, Verdict, detect
-from otel_stall.core.signing import item_digests
+from otel_stall.core.records import Status
+from otel_stall.core.signing import Normaliser, Signer
 
 
 def new_facts(results: list[Any], policy: StallPolicy | None = None) -> list[bool]:
@@ -59,12 +60,14 @@ def test_item_novelty_can_be_switched_off() -> None:
 
 
 @pytest.mark.parametrize(
-    "blob",
-    [b'{"total":3}', b'"text"', b"3", b'{"items":"not a list"}', b""],
+    "result",
+    ['{"total":3}', '"text"', "3", '{"items":"not a list"}', "", '{"a":{"items":[1]}}'],
 )
-def test_results_without_a_list_have_no_items(blob: bytes) -> None:
-    """Objects without a list under an item key, scalars and text are judged whole."""
-    assert item_digests(blob) is None
+@pytest.mark.parametrize("native", [True, False])
+def test_results_without_a_list_have_no_items(result: str, native: bool) -> None:
+    """Objects without a top-level list under an item key, scalars and text are judged whole."""
+    normaliser = Normaliser(native=native)
+    assert Signer(normaliser).sign("search", "{}", result, Status.OK).items is None
 
 
 def test_a_search_that_keeps_returning_known_documents_stalls() -> None:

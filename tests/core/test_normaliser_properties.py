@@ -12,8 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis_profiles import PROPERTY
 from json_strategies import json_values, scalars
+from xxhash import xxh3_64_hexdigest as xxh3
 
 from otel_stall import Content, Normaliser, Signer, Status
+from otel_stall.core.signing import ITEM_KEYS
 
 SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 NORMALISERS = [
@@ -133,6 +135,32 @@ def test_canonical_bytes_are_the_normalised_value_sorted(
     blob, _ = normaliser.canonical(value)
     assert blob == orjson.dumps(normaliser.normalise(value), option=SORT)
     assert normaliser.canonical(blob.decode())[0] == blob
+
+
+ITEM_LISTS = st.one_of(
+    st.lists(JSON, max_size=4),
+    st.dictionaries(st.sampled_from(["items", "results", "hits", "documents", "ts", "k"]), JSON),
+)
+
+
+@pytest.mark.parametrize("normaliser", NORMALISERS)
+@PROPERTY
+@given(value=ITEM_LISTS)
+def test_item_digests_are_slices_of_the_canonical_bytes(normaliser: Normaliser, value: Any) -> None:
+    """A list result's item digests hash its items as the canonical bytes write them.
+
+    Read back from the bytes, as signing once did (parse them, take the list,
+    write each item): the digests from the single pass are those.
+    """
+    blob, _, items = normaliser.canonical_items(value)
+    if blob is None:
+        return
+    found = orjson.loads(blob)
+    if type(found) is dict:
+        found = next((found[k] for k in ITEM_KEYS if type(found.get(k)) is list), None)
+    expected = None if found is None else tuple(xxh3(orjson.dumps(item)) for item in found)
+    assert items == expected
+    assert normaliser.canonical_items(json.dumps(value))[2] == items  # as text: the C pass
 
 
 def nested(depth: int, leaf: Any, kind: str) -> Any:

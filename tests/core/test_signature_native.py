@@ -35,6 +35,7 @@ from json_strategies import (
     json_values,
     scalars,
 )
+from xxhash import xxh3_64_hexdigest
 
 from otel_stall import Content, Normaliser, Signer, Status
 from otel_stall.core.signing import NATIVE_AVAILABLE
@@ -61,26 +62,47 @@ def canon() -> ModuleType:
 
 
 @functools.cache
-def _normalisers(volatile: tuple[str, ...] | None) -> tuple[Normaliser, Normaliser]:
-    """The reference and the normaliser that may use the compiled pass, same settings."""
+def _normalisers(
+    volatile: tuple[str, ...] | None, results: bool = False
+) -> tuple[Normaliser, Normaliser]:
+    """The reference and the normaliser that may use the compiled pass, same settings.
+
+    ``results``: as results are normalised (their volatile keys, run folders).
+    """
     if volatile is None:
-        return Normaliser(native=False), Normaliser()
-    return Normaliser(volatile_keys=volatile, native=False), Normaliser(volatile_keys=volatile)
+        pair = Normaliser(native=False), Normaliser()
+    else:
+        pair = Normaliser(volatile_keys=volatile, native=False), Normaliser(volatile_keys=volatile)
+    return (pair[0].for_results(), pair[1].for_results()) if results else pair
+
+
+def compiled_names(normaliser: Normaliser) -> tuple[bytes, ...]:
+    """The volatile names as the compiled pass takes them: lower case, no ``_`` or ``-``."""
+    squashed = {k.lower().replace("_", "").replace("-", "") for k in normaliser.volatile_keys}
+    return tuple(sorted(k.encode() for k in squashed))
 
 
 def assert_agrees(canon: ModuleType, text: str, volatile: tuple[str, ...] | None = None) -> None:
-    """The compiled pass gives the reference's bytes and emptiness, or hands the text back."""
-    reference, native = _normalisers(volatile)
-    expected = reference.canonical(text)
-    try:
-        utf8 = text.encode()
-    except UnicodeEncodeError:  # a lone surrogate: never given to the compiled pass
-        utf8 = None
-    if utf8 is not None:
-        names = tuple(sorted(k.lower().encode() for k in reference.volatile_keys))
-        done = canon.canonical(utf8, names)
-        assert done is None or done == (expected[0], expected[1] is Content.EMPTY), text
-    assert native.canonical(text) == expected, text
+    """The compiled pass gives the reference's bytes, emptiness and items, or hands it back.
+
+    Both as arguments and as results are normalised.
+    """
+    for results in (False, True):
+        reference, native = _normalisers(volatile, results)
+        expected = reference.reference_items(text)
+        try:
+            utf8 = text.encode()
+        except UnicodeEncodeError:  # a lone surrogate: never given to the compiled pass
+            utf8 = None
+        if utf8 is not None:
+            names, folders = compiled_names(reference), reference.run_folders
+            done = canon.canonical(utf8, names, xxh3_64_hexdigest, folders)
+            blob, content, items = expected
+            assert done is None or done == (blob, content is Content.EMPTY, items), text
+            bare = canon.canonical(utf8, names, None, folders)
+            assert done is None or bare == (*done[:2], None), text
+        assert native.canonical_items(text) == expected, text
+        assert native.canonical(text) == expected[:2], text
 
 
 # -- properties -----------------------------------------------------------------
@@ -96,6 +118,27 @@ def test_compiled_pass_agrees_with_the_reference(
 
 
 CALL_VALUES = json_values(NASTY_TEXT, NASTY_KEYS, max_leaves=12)
+ITEM_NAMES = st.sampled_from(["items", "results", "hits", "documents", "Items", "a", "zz", "ts"])
+LIST_RESULTS = st.one_of(
+    st.lists(CALL_VALUES, max_size=5),
+    st.dictionaries(ITEM_NAMES, st.one_of(st.lists(CALL_VALUES, max_size=4), CALL_VALUES)),
+)
+"""List results: arrays, and objects with item lists (several, or under a volatile key)."""
+
+
+@PROPERTY
+@given(
+    result=LIST_RESULTS,
+    indent=st.sampled_from([None, 1]),
+    volatile=st.sampled_from([*VOLATILE_SETTINGS, ("items", "ts"), ("hits", "results")]),
+)
+def test_item_spans_agree_with_the_reference(
+    canon: ModuleType, result: Any, indent: int | None, volatile: tuple[str, ...] | None
+) -> None:
+    """A list result's items, found while writing, are the reference's: whichever list wins."""
+    text = json.dumps(result, indent=indent, ensure_ascii=False)
+    assert_agrees(canon, text, volatile)
+    assert_agrees(canon, json.dumps({"x": result, "items": [result, 1]}), volatile)
 
 
 @PROPERTY
@@ -172,9 +215,10 @@ def test_structured_values_agree_with_the_reference(
     written: Any, refused: Any, keys: dict[Any, str], volatile: tuple[str, ...] | None
 ) -> None:
     """Dicts and lists (JSONL, OTLP kvlists) with odd Python values inside: as the reference."""
-    reference, native = _normalisers(volatile)
-    for value in (written, [written], {"v": written}, refused, [refused], keys):
-        assert native.canonical(value) == reference.canonical(value)
+    for results in (False, True):
+        reference, native = _normalisers(volatile, results)
+        for value in (written, [written], {"v": written}, refused, [refused], keys):
+            assert native.canonical_items(value) == reference.reference_items(value)
 
 
 OTHER_SETTINGS = [
@@ -216,7 +260,7 @@ def test_settings_beyond_the_compiled_pass_agree(payload: Any, options: dict[str
 
 OFFSET_PIECES = [
     *(" ", "  ", "   ", "\t", "\u00e9", "\u00a0", "\u2003", " \u00e9"),
-    *("/tmp", " /tmp ", "$", '"', "\\", "\x7f", "\U0001f600"),
+    *("/tmp", " /tmp ", "$", '"', "\\", "\x7f", "\U0001f600", "/tmp/xyz123", "/tmp/a.b-12345x "),
 ]
 REWRITE_PIECES = [
     *("\n", " \n", "\n ", " \n ", "\t\n", "  ", " ", '"', ' "', "/tmp/x", " /tmp", "$"),
@@ -538,20 +582,24 @@ CLEAN_PAYLOADS = [
     {"s": "x" * LONG},
     _many(70),
     {"items": [], "count": 0},
+    {"z": 1, "items": [{"b": 1, "a": "x"}, 3], "hits": [2]},
+    [{"id": 2, "t": "/tmp/x"}, {"id": 1}],
 ]
 
 
 def test_compiled_pass_does_ordinary_payloads(canon: ModuleType) -> None:
     """Ordinary payloads are done in C, never handed back: the differential tests are not idle."""
     reference = Normaliser(native=False)
-    names = tuple(sorted(k.encode() for k in reference.volatile_keys))
+    names = compiled_names(reference)
     for value in CLEAN_PAYLOADS:
         for text in (orjson.dumps(value).decode(), json.dumps(value, indent=2)):
-            blob, content = reference.canonical(text)
-            assert canon.canonical(text.encode(), names) == (blob, content is Content.EMPTY)
+            blob, content, items = reference.reference_items(text)
+            done = canon.canonical(text.encode(), names, xxh3_64_hexdigest, False)
+            assert done == (blob, content is Content.EMPTY, items)
 
 
 def test_compiled_pass_drops_volatile_names_in_any_case(canon: ModuleType) -> None:
     """The compiled pass drops a volatile key whatever its case, at any depth."""
     text = '{"TS":1,"a":{"Ts":2,"b":[{"tS":3}],"c":"x"}}'
-    assert canon.canonical(text.encode(), (b"ts",)) == (b'{"a":{"b":[{}],"c":"x"}}', False)
+    done = canon.canonical(text.encode(), (b"ts",), None, False)
+    assert done == (b'{"a":{"b":[{}],"c":"x"}}', False, None)
