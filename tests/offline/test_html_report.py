@@ -126,11 +126,11 @@ def test_the_page_draws_each_call_marks_the_onset_and_shows_a_row_on_click(
             strict=True,
         )
     )
-    assert cells["seq"] == "3"
-    assert cells["tool"] == "fetch"
-    assert cells["repeat_of"] == "2"
-    assert cells["action"] == "refuse"
-    assert "docs.example.com/otel/spans" in cells["arguments_preview"]
+    assert cells["Call"] == "3"
+    assert cells["Tool"] == "fetch"
+    assert cells["Repeats call"] == "2"
+    assert cells["Action taken"] == "refuse"
+    assert "docs.example.com/otel/spans" in cells["Arguments"]
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "html-report.png"), full_page=True)
