@@ -45,7 +45,8 @@ from otel_stall.core.stall_attributes import (
     run_span_attributes,
     tool_span_attributes,
 )
-from otel_stall.offline.preview import argument_preview, preview_head
+from otel_stall.offline import call_facts as facts
+from otel_stall.offline.preview import argument_preview
 from otel_stall.semconv import StallEventAttributes
 
 _NESTED: Final = "\x00nested"
@@ -298,13 +299,7 @@ class TraceAnalyzer:
             self._tools = {}
         agent = agent_name(span.attributes)
         self._tools[span.span_id] = (_payload_free(call), digests, parent, agent)
-        previews = self._previews
-        if previews is None:
-            previews = self._previews = {}
-        if digests.call_signature not in previews:
-            head = preview_head(call.arguments)
-            if head is not None:
-                previews[digests.call_signature] = head
+        self._previews = facts.keep_heads(self._previews, call, digests)
 
     def _place(self, span_id: str, parent: str | None, start_ns: int, end_ns: int) -> str | None:
         """Count a span, note it if it may be the trace's root, and share its parent's id."""
@@ -541,6 +536,8 @@ class TraceAnalyzer:
         previews = _finding_previews(self._previews, report)
         if previews:
             context["argument_previews"] = previews
+        context[facts.CALL_FACTS_KEY] = facts.call_facts(keys, tools, models)
+        context[facts.HEADS_KEY] = facts.run_heads(report.ledger, self._previews)
         if report.attributes:
             report = replace(report, attributes=context)
         else:  # the detector's own fresh, empty dict: fill it rather than copy the report

@@ -24,6 +24,8 @@ from typing import Any, Final
 import orjson
 
 from otel_stall.core.records import LedgerRow, RunReport, Status
+from otel_stall.offline.call_facts import CALL_FACTS_KEY, HEADS_KEY, CallFacts
+from otel_stall.offline.preview import argument_preview
 from otel_stall.offline.replay import ReplayResult
 from otel_stall.offline.report import (
     FindingLine,
@@ -180,7 +182,7 @@ def _run(index: int, report: RunReport, options: ReportOptions, trace_url: str |
         f'data-onset="{onset or ""}">'
         f'<h2><span class="verdict">{verdict}</span> {_e(run_title(report))}{trace}</h2>'
         f'<p class="score">{_e(score_explanation(report))}</p>'
-        f'<div class="body"><div class="picture">{_timeline(report.ledger, onset)}'
+        f'<div class="body"><div class="picture">{_timeline(report, onset)}'
         '<table class="detail" hidden><caption>Call</caption><tbody></tbody></table>'
         '<div class="call-findings" hidden><h4>Findings on this call</h4><ul></ul></div>'
         f"</div>{_aside(report, lines, onset)}</div>"
@@ -189,15 +191,39 @@ def _run(index: int, report: RunReport, options: ReportOptions, trace_url: str |
     )
 
 
-def _timeline(rows: Sequence[LedgerRow], onset: int | None) -> str:
-    """One button per call, in seq order; a new round starts with a wider gap."""
+def _facts(report: RunReport) -> dict[str, CallFacts]:
+    facts = report.attributes.get(CALL_FACTS_KEY)
+    return facts if isinstance(facts, dict) else {}
+
+
+def _seconds(ns: int) -> str:
+    """A duration people read: ms below a second, else seconds."""
+    if ns < 1_000_000_000:
+        return f"{ns / 1e6:.0f} ms" if ns >= 1_000_000 else f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.1f} s"
+
+
+def _turns(fact: CallFacts) -> str:
+    """The model turns before a call, in words: "2 model turns, 1.4 s, 3,700 tokens"."""
+    _, turns, turn_ns, tokens = fact
+    words = f"{turns} model turn{'s' if turns != 1 else ''}, {_seconds(turn_ns)}"
+    return words if tokens is None else f"{words}, {tokens:,} tokens"
+
+
+def _timeline(report: RunReport, onset: int | None) -> str:
+    """One button per call, in seq order; a mark for the model turns between two calls."""
+    facts = _facts(report)
     marks = []
     last_round = None
-    for row in rows:
+    for row in report.ledger:
         classes = ["call", call_class(row), f"act-{row.action.value}"]
         if last_round is not None and row.round != last_round:
             classes.append("round-start")
         last_round = row.round
+        fact = facts.get(row.span_id) if row.span_id is not None else None
+        if fact is not None and fact[1]:
+            turns = _e(_turns(fact))
+            marks.append(f'<li class="turns" title="{turns}" aria-label="{turns}">{fact[1]}</li>')
         if row.seq == onset:
             classes.append("onset")
             marks.append('<li class="onset-flag" aria-hidden="true">onset</li>')
@@ -248,14 +274,26 @@ def _cost(report: RunReport, onset: int | None) -> str:
 
 
 def _ledger_data(report: RunReport, options: ReportOptions) -> str:
-    """The run's ledger for the script, with the previews the findings show, safe in <script>."""
+    """The run's ledger for the script, with previews and timings, safe in <script>."""
     previews = argument_previews(report, redact=options.redact)
+    heads = report.attributes.get(HEADS_KEY)
+    heads = heads if isinstance(heads, dict) and not options.redact else {}
+    facts = _facts(report)
     rows = []
     for row in report.ledger:
         data = ledger_json(row)
-        preview = previews.get(row.call_signature)
-        if preview is not None:
-            data["arguments_preview"] = preview
+        arguments = previews.get(row.call_signature)
+        if arguments is None and row.call_signature in heads:
+            arguments = argument_preview(heads[row.call_signature])
+        if arguments is not None:
+            data["arguments_preview"] = arguments
+        if row.signature in heads:
+            data["result_preview"] = argument_preview(heads[row.signature])
+        fact = facts.get(row.span_id) if row.span_id is not None else None
+        if fact is not None:
+            data["duration"] = _seconds(fact[0])
+            if fact[1]:
+                data["model_turns"] = _turns(fact)
         rows.append(data)
     text = orjson.dumps(rows).decode()
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -317,6 +355,9 @@ button.call { min-width: 26px; max-width: 92px; height: 34px; border: 0; border-
   color: #fff; font-size: 10px; line-height: 1.1; cursor: pointer; padding: 1px 4px;
   display: flex; flex-direction: column; align-items: center; justify-content: center; }
 button.call .seq { font-weight: 700; }
+ol.timeline li.turns { display: block; min-width: 14px; height: 18px; padding: 0 3px;
+  border-radius: 9px; background: #c9d3de; color: var(--ink); font-size: 10px;
+  line-height: 18px; text-align: center; }
 button.call .tool { max-width: 84px; overflow: hidden; text-overflow: ellipsis;
   white-space: nowrap; }
 button.call.repeat { color: #1d232b; }
@@ -364,7 +405,9 @@ _SCRIPT: Final = """
 (function () {
   "use strict";
   var LABELS = [["seq", "Call"], ["tool", "Tool"], ["arguments_preview", "Arguments"],
-    ["status", "Result status"], ["action", "Action taken"], ["new_fact", "Brought a new fact"],
+    ["result_preview", "Result"], ["duration", "Duration"],
+    ["model_turns", "Model turns before it"], ["status", "Result status"],
+    ["action", "Action taken"], ["new_fact", "Brought a new fact"],
     ["repeat_of", "Repeats call"], ["count", "Times seen"], ["consecutive", "In a row"],
     ["round", "Model round"], ["signature", "Call and result id"],
     ["call_signature", "Call id"], ["result_digest", "Result id"], ["span_id", "Span"]];
