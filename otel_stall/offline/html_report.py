@@ -32,7 +32,6 @@ from otel_stall.offline.report import (
     ReportOptions,
     argument_previews,
     finding_lines,
-    ledger_json,
     run_title,
     score_explanation,
     select_runs,
@@ -44,8 +43,6 @@ __all__ = ["TRACE_ID_FIELD", "call_class", "covered_seqs", "render_html", "trace
 
 TRACE_ID_FIELD: Final = "{trace_id}"
 """The placeholder ``--trace-url`` replaces with a run's trace id."""
-_TILE_CHARS: Final = 12
-"""Longest tool name on a tile; the full name is in its tooltip and the detail panel."""
 
 _FAILED: Final = frozenset({Status.ERROR, Status.OVERLOADED})
 _CLASS_LABEL: Final = {
@@ -104,9 +101,12 @@ def render_html(
     parts.append("</header><main>")
     if len(selection.runs) > 1:
         parts.append(_runs_table(selection.runs, trace_url))
+    messages: dict[str, int] = {}
     parts += [
-        _run(index, report, options, trace_url) for index, report in enumerate(selection.runs)
+        _run(index, report, options, trace_url, messages)
+        for index, report in enumerate(selection.runs)
     ]
+    parts.append(f'<script type="application/json" id="messages">{_json(list(messages))}</script>')
     parts.append("</main>")
     if result.errors:
         parts.append(_errors(result))
@@ -155,7 +155,7 @@ def _runs_table(runs: Sequence[RunReport], trace_url: str | None) -> str:
         rows.append(
             f'<tr class="verdict-{report.verdict.value}"><td>{index + 1}</td>'
             f'<td><span class="verdict">{report.verdict.value}</span></td>'
-            f'<td><a href="#run-{index}">{_e(run_title(report))}</a></td>'
+            f'<td><a href="#run-{index}">{_e(_short_title(report))}</a></td>'
             f"<td>{report.stall_score:.2f}</td><td>{report.tool_calls}</td>"
             f"<td>{report.rounds}</td><td>{len(report.findings)}</td>"
             f"<td>{'' if report.wasted_calls is None else report.wasted_calls}</td>"
@@ -170,7 +170,26 @@ def _runs_table(runs: Sequence[RunReport], trace_url: str | None) -> str:
     )
 
 
-def _run(index: int, report: RunReport, options: ReportOptions, trace_url: str | None) -> str:
+def _short_title(report: RunReport) -> str:
+    """The agent and the start of its trace id: a table row's name (the section has it all)."""
+    attrs = report.attributes
+    where = attrs.get("session") or (attrs.get("trace_id") or "")[:8]
+    return f"{attrs.get('agent') or 'run'} {where}".strip()
+
+
+def _json(value: Any) -> str:
+    """JSON that is safe inside <script>: no <, > or & left to end the element."""
+    text = orjson.dumps(value).decode()
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _run(
+    index: int,
+    report: RunReport,
+    options: ReportOptions,
+    trace_url: str | None,
+    messages: dict[str, int],
+) -> str:
     verdict = report.verdict.value
     onset = stall_onset(report)
     lines = finding_lines(report, redact=options.redact)
@@ -183,9 +202,7 @@ def _run(index: int, report: RunReport, options: ReportOptions, trace_url: str |
         f'<h2><span class="verdict">{verdict}</span> {_e(run_title(report))}{trace}</h2>'
         f'<p class="score">{_e(score_explanation(report))}</p>'
         f'<div class="body"><div class="picture">{_timeline(report, onset)}'
-        '<table class="detail" hidden><caption>Call</caption><tbody></tbody></table>'
-        '<div class="call-findings" hidden><h4>Findings on this call</h4><ul></ul></div>'
-        f"</div>{_aside(report, lines, onset)}</div>"
+        f"</div>{_aside(report, lines, onset, messages)}</div>"
         f'<script type="application/json" class="ledger">{_ledger_data(report, options)}</script>'
         "</section>"
     )
@@ -196,65 +213,34 @@ def _facts(report: RunReport) -> dict[str, CallFacts]:
     return facts if isinstance(facts, dict) else {}
 
 
-def _seconds(ns: int) -> str:
-    """A duration people read: ms below a second, else seconds."""
-    if ns < 1_000_000_000:
-        return f"{ns / 1e6:.0f} ms" if ns >= 1_000_000 else f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e9:.1f} s"
-
-
-def _turns(fact: CallFacts) -> str:
-    """The model turns before a call, in words: "2 model turns, 1.4 s, 3,700 tokens"."""
-    _, turns, turn_ns, tokens = fact
-    words = f"{turns} model turn{'s' if turns != 1 else ''}, {_seconds(turn_ns)}"
-    return words if tokens is None else f"{words}, {tokens:,} tokens"
-
-
 def _timeline(report: RunReport, onset: int | None) -> str:
-    """One button per call, in seq order; a mark for the model turns between two calls."""
-    facts = _facts(report)
-    marks = []
-    last_round = None
-    for row in report.ledger:
-        classes = ["call", call_class(row), f"act-{row.action.value}"]
-        if last_round is not None and row.round != last_round:
-            classes.append("round-start")
-        last_round = row.round
-        fact = facts.get(row.span_id) if row.span_id is not None else None
-        if fact is not None and fact[1]:
-            turns = _e(_turns(fact))
-            marks.append(f'<li class="turns" title="{turns}" aria-label="{turns}">{fact[1]}</li>')
-        if row.seq == onset:
-            classes.append("onset")
-            marks.append('<li class="onset-flag" aria-hidden="true">onset</li>')
-        label = (
-            f"seq {row.seq}: {row.tool}, {_CLASS_LABEL[call_class(row)]}, {row.action.value}"
-            f", round {row.round}"
-        )
-        tool = row.tool if len(row.tool) <= _TILE_CHARS else row.tool[: _TILE_CHARS - 1] + "…"
-        marks.append(
-            f'<li><button type="button" class="{" ".join(classes)}" data-seq="{row.seq}" '
-            f'title="{_e(label)}" aria-label="{_e(label)}"><span class="seq">{row.seq}</span>'
-            f'<span class="tool">{_e(tool)}</span></button></li>'
-        )
-    return f'<ol class="timeline">{"".join(marks)}</ol>'
+    """The timeline's frame: the script draws one button per call from the run's ledger data.
+
+    Drawn from the data, a call costs its bytes once, not twice (markup and
+    data): what keeps a thousand runs under 2 MB.
+    """
+    label = f"{report.tool_calls:,} tool calls in {report.rounds:,} rounds"
+    return f'<ol class="timeline" aria-label="{_e(label)}"></ol>'
 
 
-def _aside(report: RunReport, lines: Sequence[FindingLine], onset: int | None) -> str:
+def _aside(
+    report: RunReport, lines: Sequence[FindingLine], onset: int | None, messages: dict[str, int]
+) -> str:
+    """The findings; their messages, shared by many runs, are stored once and set by the script."""
     parts = ['<aside><h3>Findings</h3><ul class="findings">']
     for line in lines:
         preview = f' <code class="args">{_e(line.preview)}</code>' if line.preview else ""
         fired = f", fired {line.times} times" if line.times > 1 else ""
         seqs = f"{line.first_seq}..{line.last_seq}" if line.first_seq != line.last_seq else ""
         covered = " ".join(map(str, covered_seqs(report, line)))
-        label = _e(f"{line.action.value} {line.kind}: {line.tool}")
         parts.append(
             f'<li class="finding act-{line.action.value}" data-seqs="{covered}" tabindex="0" '
-            f'role="button" data-label="{label}">'
+            'role="button">'
             f"<b>{line.action.value}</b> {_e(line.kind)}: "
             f"<code>{_e(line.tool)}</code>{preview} x{line.count}, "
             f"seq {seqs or line.first_seq}{fired}"
-            f'<p class="message">{_e(line.message)}</p></li>'
+            f'<p class="message" data-msg="{messages.setdefault(line.message, len(messages))}">'
+            "</p></li>"
         )
     parts.append("</ul>" if lines else '<li class="none">none</li></ul>')
     parts.append(f'<p class="cost">{_e(_cost(report, onset))}</p>')
@@ -274,29 +260,40 @@ def _cost(report: RunReport, onset: int | None) -> str:
 
 
 def _ledger_data(report: RunReport, options: ReportOptions) -> str:
-    """The run's ledger for the script, with previews and timings, safe in <script>."""
+    """The run's calls for the script, one array each (see ``COLUMNS``), safe in <script>."""
     previews = argument_previews(report, redact=options.redact)
     heads = report.attributes.get(HEADS_KEY)
     heads = heads if isinstance(heads, dict) and not options.redact else {}
     facts = _facts(report)
     rows = []
     for row in report.ledger:
-        data = ledger_json(row)
         arguments = previews.get(row.call_signature)
-        if arguments is None and row.call_signature in heads:
+        if row.repeat_of is not None:  # the same call and result: the script copies them
+            arguments = result = None
+        elif arguments is None and row.call_signature in heads:
             arguments = argument_preview(heads[row.call_signature])
-        if arguments is not None:
-            data["arguments_preview"] = arguments
-        if row.signature in heads:
-            data["result_preview"] = argument_preview(heads[row.signature])
+        if row.repeat_of is None:
+            result = heads.get(row.signature)
         fact = facts.get(row.span_id) if row.span_id is not None else None
-        if fact is not None:
-            data["duration"] = _seconds(fact[0])
-            if fact[1]:
-                data["model_turns"] = _turns(fact)
-        rows.append(data)
-    text = orjson.dumps(rows).decode()
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        rows.append(
+            [
+                row.seq,
+                row.tool,
+                call_class(row),
+                row.action.value,
+                row.round,
+                row.repeat_of,
+                row.count,
+                row.consecutive,
+                int(row.new_fact),
+                row.status.value,
+                row.span_id,
+                arguments,
+                None if result is None else argument_preview(result),
+                *(fact if fact is not None else (None, 0, 0, None)),
+            ]
+        )
+    return _json(rows)
 
 
 def _errors(result: ReplayResult) -> str:
@@ -404,37 +401,86 @@ table.detail td { font-family: ui-monospace, monospace; overflow-wrap: anywhere;
 _SCRIPT: Final = """
 (function () {
   "use strict";
-  var LABELS = [["seq", "Call"], ["tool", "Tool"], ["arguments_preview", "Arguments"],
-    ["result_preview", "Result"], ["duration", "Duration"],
-    ["model_turns", "Model turns before it"], ["status", "Result status"],
-    ["action", "Action taken"], ["new_fact", "Brought a new fact"],
+  var COLUMNS = ["seq", "tool", "cls", "action", "round", "repeat_of", "count",
+    "consecutive", "new_fact", "status", "span_id", "arguments", "result", "duration",
+    "turns", "turn_ns", "tokens"];
+  var KIND = {"new": "new fact", repeat: "repeat, nothing new", refused: "refused",
+    failed: "failed"};
+  var LABELS = [["seq", "Call"], ["tool", "Tool"], ["arguments", "Arguments"],
+    ["result", "Result"], ["duration", "Duration"], ["turns", "Model turns before it"],
+    ["status", "Result status"], ["action", "Action taken"], ["new_fact", "Brought a new fact"],
     ["repeat_of", "Repeats call"], ["count", "Times seen"], ["consecutive", "In a row"],
-    ["round", "Model round"], ["signature", "Call and result id"],
-    ["call_signature", "Call id"], ["result_digest", "Result id"], ["span_id", "Span"]];
-  var HASHES = {signature: 1, call_signature: 1, result_digest: 1};
-  function text(name, value) {
-    if (value === null || value === undefined) { return "\u2014"; }
+    ["round", "Model round"], ["span_id", "Span"]];
+  function seconds(ns) {
+    if (ns >= 1e9) { return (ns / 1e9).toFixed(1) + " s"; }
+    return (ns / 1e6).toFixed(ns >= 1e6 ? 0 : 2) + " ms";
+  }
+  function turns(row) {
+    var words = row.turns + " model turn" + (row.turns === 1 ? "" : "s") + ", " +
+      seconds(row.turn_ns);
+    return row.tokens === null ? words : words + ", " + row.tokens.toLocaleString("en") +
+      " tokens";
+  }
+  function text(name, row) {
+    var value = row[name];
+    if (name === "duration") { return value === null ? "\u2014" : seconds(value); }
+    if (name === "turns") { return value ? turns(row) : "none"; }
     if (name === "new_fact") { return value ? "yes" : "no"; }
-    if (HASHES[name]) { return String(value).slice(0, 8); }
+    if (value === null || value === undefined) { return "\u2014"; }
     return String(value);
   }
   function show(table, row) {
     var body = table.tBodies[0];
     while (body.firstChild) { body.removeChild(body.firstChild); }
     LABELS.forEach(function (pair) {
-      if (!(pair[0] in row)) { return; }
+      var name = pair[0];
+      if ((name === "arguments" || name === "result") && row[name] === null) { return; }
       var tr = document.createElement("tr");
       var th = document.createElement("th");
       var td = document.createElement("td");
       th.textContent = pair[1];
-      td.textContent = text(pair[0], row[pair[0]]);
-      if (HASHES[pair[0]] && row[pair[0]]) { td.title = String(row[pair[0]]); }
-      tr.setAttribute("data-field", pair[0]);
+      td.textContent = text(name, row);
       tr.appendChild(th);
       tr.appendChild(td);
       body.appendChild(tr);
     });
     table.hidden = false;
+  }
+  function el(tag, cls, content) {
+    var node = document.createElement(tag);
+    if (cls) { node.className = cls; }
+    if (content !== undefined) { node.textContent = content; }
+    return node;
+  }
+  function draw(list, rows, onset) {
+    var last = null;
+    rows.forEach(function (row) {
+      var cls = "call " + row.cls + " act-" + row.action;
+      if (last !== null && row.round !== last) { cls += " round-start"; }
+      last = row.round;
+      if (row.turns) {
+        var mark = el("li", "turns", String(row.turns));
+        mark.title = turns(row);
+        list.appendChild(mark);
+      }
+      if (String(row.seq) === onset) {
+        cls += " onset";
+        var flag = el("li", "onset-flag", "onset");
+        flag.setAttribute("aria-hidden", "true");
+        list.appendChild(flag);
+      }
+      var button = el("button", cls);
+      button.type = "button";
+      button.setAttribute("data-seq", String(row.seq));
+      button.title = "seq " + row.seq + ": " + row.tool + ", " + KIND[row.cls] + ", " +
+        row.action + ", round " + row.round;
+      button.appendChild(el("span", "seq", String(row.seq)));
+      var name = row.tool.length > 12 ? row.tool.slice(0, 11) + "\u2026" : row.tool;
+      button.appendChild(el("span", "tool", name));
+      var li = el("li");
+      li.appendChild(button);
+      list.appendChild(li);
+    });
   }
   function seqsOf(item) { return (item.getAttribute("data-seqs") || "").split(" "); }
   function clear(run) {
@@ -442,11 +488,32 @@ _SCRIPT: Final = """
     run.querySelectorAll(".linked").forEach(function (el) { el.classList.remove("linked"); });
   }
   function setup(run) {
-    var rows = JSON.parse(run.querySelector("script.ledger").textContent);
+    var rows = JSON.parse(run.querySelector("script.ledger").textContent).map(function (a) {
+      var row = {};
+      COLUMNS.forEach(function (name, i) { row[name] = a[i]; });
+      return row;
+    });
     var bySeq = {};
-    rows.forEach(function (row) { bySeq[row.seq] = row; });
-    var table = run.querySelector("table.detail");
-    var panel = run.querySelector(".call-findings");
+    rows.forEach(function (row) {
+      var first = row.repeat_of === null ? null : bySeq[row.repeat_of];
+      if (first) {
+        row.arguments = first.arguments;
+        row.result = first.result;
+      }
+      bySeq[row.seq] = row;
+    });
+    draw(run.querySelector("ol.timeline"), rows, run.getAttribute("data-onset"));
+    var picture = run.querySelector(".picture");
+    var table = el("table", "detail");
+    table.hidden = true;
+    table.appendChild(el("caption", "", "Call"));
+    table.appendChild(el("tbody"));
+    picture.appendChild(table);
+    var panel = el("div", "call-findings");
+    panel.hidden = true;
+    panel.appendChild(el("h4", "", "Findings on this call"));
+    panel.appendChild(el("ul"));
+    picture.appendChild(panel);
     var findings = Array.prototype.slice.call(run.querySelectorAll("li.finding"));
     var selected = null;
     run.querySelector("ol.timeline").addEventListener("click", function (event) {
@@ -468,7 +535,8 @@ _SCRIPT: Final = """
         if (seqsOf(item).indexOf(seq) < 0) { return; }
         item.classList.add("linked");
         var li = document.createElement("li");
-        li.textContent = item.getAttribute("data-label");
+        li.textContent = item.querySelector("b").textContent + item.childNodes[1].textContent +
+          item.querySelector("code").textContent;
         list.appendChild(li);
       });
       if (!list.firstChild) {
@@ -541,6 +609,10 @@ _SCRIPT: Final = """
     });
     count();
   }
+  var MESSAGES = JSON.parse(document.getElementById("messages").textContent);
+  document.querySelectorAll("p.message").forEach(function (p) {
+    p.textContent = MESSAGES[Number(p.getAttribute("data-msg"))];
+  });
   document.querySelectorAll("section.run").forEach(setup);
   document.querySelectorAll("section.runs").forEach(runsTable);
 })();
