@@ -329,6 +329,7 @@ ul.legend { list-style: none; padding: 0; margin: 4px 0; display: flex; gap: 16p
 .swatch.onset-key { background: none; border-left: 3px solid var(--ink); border-radius: 0; }
 section.run { background: #fff; border: 1px solid var(--line); border-radius: 8px;
   padding: 12px 16px; margin: 16px 0; }
+section.run { content-visibility: auto; contain-intrinsic-size: auto 300px; }
 section.run h2 { font-size: 16px; margin: 0 0 4px; overflow-wrap: anywhere; }
 .verdict { display: inline-block; padding: 0 8px; border-radius: 10px; color: #fff;
   font-size: 13px; margin-right: 6px; background: var(--new); }
