@@ -45,6 +45,13 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         "no cap with --all); json always has every run",
     )
     group.add_argument(
+        "--trace-url",
+        metavar="TEMPLATE",
+        type=_trace_url,
+        help="html: link each run to a trace UI; {trace_id} is replaced, e.g. "
+        "http://jaeger:16686/trace/{trace_id}",
+    )
+    group.add_argument(
         "-o", "--report", metavar="FILE", help="write the report to FILE instead of stdout"
     )
 
@@ -60,18 +67,30 @@ def _count(text: str) -> int:
     return value
 
 
+def _trace_url(text: str) -> str:
+    """An http(s) URL holding ``{trace_id}`` (argparse names the flag in its error)."""
+    if not text.lower().startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL")
+    if "{trace_id}" not in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no {{trace_id}}; put it where the trace id goes"
+        )
+    return text
+
+
 def render(result: ReplayResult, args: argparse.Namespace, stdout: IO[str]) -> None:
     """Write the report in the asked format, to ``--report FILE`` or ``stdout``."""
     path = getattr(args, "report", None)
     fmt = getattr(args, "format", None) or _default_format(stdout, path)
+    trace_url = getattr(args, "trace_url", None)
     if path is None:
-        _write_report(result, fmt, _report_options(args), stdout)
+        _write_report(result, fmt, _report_options(args), stdout, trace_url)
         return
     from otel_stall.core.files import replacing_text
 
     try:
         with replacing_text(path) as out:  # the old report stays if writing fails
-            _write_report(result, fmt, _report_options(args), out)
+            _write_report(result, fmt, _report_options(args), out, trace_url)
     except OSError as exc:
         raise UsageError(f"--report {path}: {exc.strerror or exc}") from None
 
@@ -86,7 +105,13 @@ def _report_options(args: argparse.Namespace) -> ReportOptions:
     )
 
 
-def _write_report(result: ReplayResult, fmt: str, options: ReportOptions, out: IO[str]) -> None:
+def _write_report(
+    result: ReplayResult,
+    fmt: str,
+    options: ReportOptions,
+    out: IO[str],
+    trace_url: str | None = None,
+) -> None:
     from otel_stall.offline import report
 
     if fmt == "json":
@@ -96,7 +121,7 @@ def _write_report(result: ReplayResult, fmt: str, options: ReportOptions, out: I
     elif fmt == "html":
         from otel_stall.offline.html_report import render_html
 
-        out.write(render_html(result, options))
+        out.write(render_html(result, options, trace_url=trace_url))
     else:
         from rich.console import Console
 

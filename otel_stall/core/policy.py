@@ -26,13 +26,8 @@ from otel_stall.core.config import (
     parse_optional_int,
     resolve,
 )
-from otel_stall.core.signing import (
-    DEFAULT_VOLATILE_KEYS,
-    Normaliser,
-    Signer,
-    parse_result_keys,
-    parse_volatile_keys,
-)
+from otel_stall.core.signing import Normaliser, Signer
+from otel_stall.core.volatile import DEFAULT_VOLATILE_KEYS, parse_result_keys, parse_volatile_keys
 
 
 class DuplicateMode(str, enum.Enum):
@@ -178,7 +173,7 @@ class StallPolicy:
     )
     """Per tool (a name or glob; ``*`` for every tool), keys added to (``+took``) or removed
     from (``-latency``) the volatile keys of its results, whose defaults add timings and
-    per-call ids (:data:`~otel_stall.core.signing.RESULT_VOLATILE_KEYS`) to ``volatile_keys``."""
+    per-call ids (:data:`~otel_stall.core.volatile.RESULT_VOLATILE_KEYS`) to ``volatile_keys``."""
     scrub_values: bool = env_field(False, "SCRUB_VALUES", parse_bool, "true or false")
     native: bool = env_field(True, "NATIVE", parse_bool, "true or false")
     """Sign with the compiled canonicaliser where built. Off: the same digests, slower."""

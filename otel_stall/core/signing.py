@@ -41,8 +41,8 @@ from typing import Any, Final, TypeAlias
 import orjson
 import xxhash
 
-from otel_stall.core.config import ConfigError
 from otel_stall.core.records import ABSENT, Status
+from otel_stall.core.volatile import DEFAULT_VOLATILE_KEYS, RESULT_VOLATILE_KEYS, is_glob, squash
 
 
 def _not_built(
@@ -67,39 +67,6 @@ NATIVE_AVAILABLE: Final = _native_canonical is not _not_built
 It is an accelerator only: it gives the very bytes the Python reference gives,
 and hands anything it does not know back to it.
 """
-
-DEFAULT_VOLATILE_KEYS: Final[tuple[str, ...]] = (
-    "ts",
-    "timestamp",
-    "request_id",
-    "trace_id",
-    "span_id",
-    "nonce",
-    "tool_call_id",
-)
-"""Keys dropped at any depth before hashing: they differ on every call by design.
-
-``tool_call_id``: LangChain wraps every tool result in a message that carries
-the model's call id, which made each result of a looping call look new."""
-
-_TIMINGS: Final = ("duration", "elapsed", "latency", "elapsed_time", "execution_time")
-_UNITS: Final = ("", "_ms", "_s", "_sec", "_seconds", "_us", "_ns")
-RESULT_VOLATILE_KEYS: Final[tuple[str, ...]] = (
-    *(f"{timing}{unit}" for timing in (*_TIMINGS, "response_time") for unit in _UNITS),
-    "request_id",
-    "x_request_id",
-    "message_id",
-    "run_id",
-)
-"""Keys dropped from results only, on top of the volatile keys: timings and per-call ids.
-
-A result that differs from the last only in how long it took or in the id
-its server gave the call is the same result (a page fetched again with a
-fresh ``durationMs``). In arguments the same names are facts
-(``wait(duration=5)``, ``get_run(run_id=...)``), so they stay there.
-Matched as every volatile key is: ignoring case, ``_`` and ``-``, so
-``durationMs``, ``duration_ms`` and ``duration-ms`` are one name. A policy adds
-or removes names per tool (``StallPolicy.result_volatile_keys``)."""
 
 MAX_DEPTH: Final = 256
 """Deeper values are not fingerprinted: they count as unknown, never as a loop.
@@ -228,11 +195,6 @@ def _plain_key(key: str) -> bool:
     return bool(key) and key.isascii() and orjson.dumps(key)[1:-1] == key.encode()
 
 
-def _squash(name: str) -> str:
-    """A key as volatile names match it: ``_`` and ``-`` dropped (``request-id``: ``requestid``)."""
-    return name.replace("_", "").replace("-", "") if "_" in name or "-" in name else name
-
-
 def _strict_utf8(text: str) -> bytes | None:
     """``text`` as UTF-8, or ``None`` if it has none (a lone surrogate): all the C pass reads."""
     try:
@@ -341,7 +303,7 @@ class Normaliser:
     def __post_init__(self) -> None:
         keys = tuple(k.lower() for k in self.volatile_keys)
         globs = tuple(k for k in keys if any(c in k for c in "*?["))
-        exact = frozenset(_squash(k) for k in keys if k not in globs)
+        exact = frozenset(squash(k) for k in keys if k not in globs)
         object.__setattr__(self, "_exact", exact)
         object.__setattr__(self, "_globs", globs)
         object.__setattr__(self, "_native_keys", self._compiled_keys(exact, globs))
@@ -513,7 +475,7 @@ class Normaliser:
         Globs match the key as it is written, ignoring case only.
         """
         low = key.lower()
-        if _squash(low) in self._exact:
+        if squash(low) in self._exact:
             return True
         return any(fnmatch.fnmatchcase(low, g) for g in self._globs)
 
@@ -527,8 +489,8 @@ class Normaliser:
         for edit in edits:
             name = edit[1:] if edit[:1] in ("+", "-") else edit
             if edit.startswith("-"):
-                gone = _squash(name.lower())
-                keys = [k for k in keys if k != name and _squash(k.lower()) != gone]
+                gone = squash(name.lower())
+                keys = [k for k in keys if k != name and squash(k.lower()) != gone]
             else:
                 keys.append(name)
         volatile = tuple(dict.fromkeys(keys))
@@ -692,55 +654,14 @@ class Signer:
         """How ``tool``'s results are signed: with its edits, if the policy names it."""
         found = self._tools.get(tool)
         if found is None:
-            ordered = sorted(self.result_keys, key=lambda entry: not _is_glob(entry[0]))
+            ordered = sorted(self.result_keys, key=lambda entry: not is_glob(entry[0]))
             edits = [e for name, es in ordered if fnmatch.fnmatchcase(tool, name) for e in es]
             found = (self.normaliser.for_results(edits), {}) if edits else self._results
             _remember(self._tools, tool, found)
         return found
 
 
-def _is_glob(name: str) -> bool:
-    return any(c in name for c in "*?[")
-
-
 def digest(value: Any, normaliser: Normaliser | None = None) -> str | None:
     """The xxh3 digest of one normalised value, or ``None`` if it has no fingerprint."""
     blob, _ = (normaliser or Normaliser()).canonical(value)
     return None if blob is None else _hash(blob)
-
-
-def parse_volatile_keys(spec: str | Iterable[str]) -> tuple[str, ...]:
-    """Accept ``"ts,nonce,*_at"`` or an iterable; ``+`` in front adds to the defaults."""
-    if isinstance(spec, str):
-        extend = spec.startswith("+")
-        items = tuple(p.strip() for p in spec.lstrip("+").split(",") if p.strip())
-        return DEFAULT_VOLATILE_KEYS + items if extend else items
-    return tuple(spec)
-
-
-def parse_result_keys(
-    spec: str | Mapping[str, str | Iterable[str]] | None,
-) -> dict[str, tuple[str, ...]]:
-    """``"ping=-latency_ms;search=+took,-run_id"`` (or a mapping) into ``{tool: edits}``.
-
-    A tool is a name or a glob (``*`` for every tool); each edit is ``+key``
-    (added to its results' volatile keys; a bare ``key`` too) or ``-key``
-    (removed, in any of its spellings).
-    """
-    if not spec:
-        return {}
-    if isinstance(spec, str):
-        pairs = [part.partition("=") for part in spec.split(";") if part.strip()]
-        if any(not sep or not tool.strip() for tool, sep, _ in pairs):
-            raise ConfigError(f"result_volatile_keys: {spec!r} is not TOOL=+KEY,-KEY;...")
-        entries: dict[str, str | Iterable[str]] = {t.strip(): e for t, _, e in pairs}
-    else:
-        entries = dict(spec)
-    out: dict[str, tuple[str, ...]] = {}
-    for tool, given in entries.items():
-        edits = given.split(",") if isinstance(given, str) else list(given)
-        done = tuple(e if e[0] in "+-" else "+" + e for e in (e.strip() for e in edits) if e)
-        if not done or any(len(e) < 2 for e in done):
-            raise ConfigError(f"result_volatile_keys: {tool} needs keys such as +took or -latency")
-        out[str(tool)] = done
-    return out

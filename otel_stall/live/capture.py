@@ -21,15 +21,15 @@ from __future__ import annotations
 import io
 import os
 import threading
-import weakref
 from collections.abc import Sequence
-from typing import IO, Final
+from typing import IO
 
 import orjson
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from otel_stall.live.fork import reset_in_child
 from otel_stall.otlp.encode import proto_to_json
 
 __all__ = ["OtlpJsonLinesSpanExporter"]
@@ -47,7 +47,7 @@ class OtlpJsonLinesSpanExporter(SpanExporter):
             else target
         )
         self._closed = False
-        _LIVE.add(self)
+        reset_in_child(self)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Write one line holding every span of this batch."""
@@ -96,17 +96,3 @@ def _write_all(stream: IO[bytes], data: bytes) -> None:
         if not written:  # None: would block; 0: nothing more fits
             raise OSError("short write")
         view = view[written:]
-
-
-_LIVE: Final[weakref.WeakSet[OtlpJsonLinesSpanExporter]] = weakref.WeakSet()
-"""Every exporter not yet garbage: one at-fork hook for the module, since a hook can never be
-unregistered (one per exporter would keep every dead exporter alive)."""
-
-
-def _after_fork_in_child() -> None:
-    for exporter in list(_LIVE):
-        exporter._after_fork()
-
-
-if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
-    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,15 +1,14 @@
 """The live face of otel-stall: a span processor that wraps the user's own processors.
 
-In the SDK, ``on_end`` receives a :class:`ReadableSpan` whose attributes are
-already frozen, so a processor cannot add ``stall.*`` attributes to the span it
-is given. :class:`StallSpanProcessor` therefore *wraps* the downstream
-processors (a ``BatchSpanProcessor`` with an exporter, typically): it relays
-``on_start`` and ``_on_ending`` unchanged, and on ``on_end`` hands them an
-enriched span for each tool span and run span: an
-:class:`~otel_stall.live.enriched.EnrichedSpan`, which reads through to the
-ended span's public properties and carries its own attributes and events. A
-copy obeys the provider's span limits, as if its ``stall.*`` attributes and
-events had been set on the live span.
+In the SDK, ``on_end`` receives a :class:`ReadableSpan` whose attributes are already frozen,
+so a processor cannot add ``stall.*`` attributes to the span it is given.
+:class:`StallSpanProcessor` therefore *wraps* the downstream processors (a
+``BatchSpanProcessor`` with an exporter, typically): it relays ``on_start`` and
+``_on_ending`` unchanged, and on ``on_end`` hands them an enriched span for each tool span
+and run span: an :class:`~otel_stall.live.enriched.EnrichedSpan`, which reads through to the
+ended span's public properties and carries its own attributes and events. A copy obeys the
+provider's span limits, as if its ``stall.*`` attributes and events had been set on the live
+span.
 
 One span's way through ``on_end``: a plain span (no role attribute, not a
 run's root) is forwarded as the very same object after one set test;
@@ -33,11 +32,9 @@ user callbacks run outside every lock.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Final
 
@@ -52,8 +49,6 @@ from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import Finding, ModelCall, RunReport, Status, Verdict
 from otel_stall.core.stall_attributes import (
-    escalations,
-    finding_event_attributes,
     run_span_attributes,
     tool_span_attributes,
 )
@@ -65,10 +60,12 @@ from otel_stall.live.enriched import (
     redact_events,
     span_record,
 )
+from otel_stall.live.fork import reset_in_child
 from otel_stall.live.guard import StallGuard
 from otel_stall.live.log_events import FindingEvents
 from otel_stall.live.run_span import (
     ProcessorStats,
+    add_findings,
     call_cap,
     leave_on_span,
     report_attributes,
@@ -79,7 +76,6 @@ from otel_stall.live.run_span import (
 from otel_stall.live.run_table import Node, Run, RunTable
 from otel_stall.live.settings import ProcessorSettings
 from otel_stall.metrics import StallMetrics
-from otel_stall.semconv import StallEventAttributes
 
 logger = logging.getLogger("otel_stall")
 
@@ -149,7 +145,9 @@ class StallSpanProcessor(SpanProcessor):
         self._errors = 0
         self._error_kinds: set[str] = set()
         self._guard: StallGuard | None = None
-        _LIVE.add(self)  # reset in a forked child: see _after_fork_in_child
+        self._wrapping = threading.Lock()
+        """Serialises :meth:`add_span_processor` (rare)."""
+        reset_in_child(self)
 
     # -- public --------------------------------------------------------------
 
@@ -167,7 +165,7 @@ class StallSpanProcessor(SpanProcessor):
         the SDK's own ``add_span_processor``, a span that ends while this runs
         may reach only the processors that were there before.
         """
-        with _WRAPPING:
+        with self._wrapping:
             # One store of a whole tuple: a span ending meanwhile on another thread
             # reaches the old processors or the new ones, never none.
             self._downstream = (*self._downstream, processor)
@@ -361,6 +359,7 @@ class StallSpanProcessor(SpanProcessor):
         """
         try:
             self._table.reset_after_fork()
+            self._wrapping = threading.Lock()
             self._error_lock = threading.Lock()
             self._errors = 0
             self._error_kinds = set()
@@ -527,7 +526,7 @@ class StallSpanProcessor(SpanProcessor):
             observation = self._detector(run).tool_call(call, digests)
             run.calls += 1
             if observation.findings:
-                self._fired(run, observation.findings, call.end_ns)
+                add_findings(run, observation.findings, call.end_ns, self.settings)
         self._metrics.record_row(observation.row)
         if observation.findings:
             self._deliver(observation.findings, run, call.end_ns)
@@ -555,7 +554,7 @@ class StallSpanProcessor(SpanProcessor):
             findings = self._detector(run).model_call(call)
             run.calls += 1
             if findings:
-                self._fired(run, findings, when)
+                add_findings(run, findings, when, self.settings)
         if findings:
             self._deliver(findings, run, when)
 
@@ -572,7 +571,7 @@ class StallSpanProcessor(SpanProcessor):
                 return
             findings = self._detector(run).model_ended(call)
             if findings:
-                self._fired(run, findings, call.end_ns)
+                add_findings(run, findings, call.end_ns, self.settings)
         if findings:
             self._deliver(findings, run, call.end_ns)
 
@@ -616,7 +615,7 @@ class StallSpanProcessor(SpanProcessor):
                 return
             findings = detector.delegate_ended(agent, report.verdict, when)
             if findings:
-                self._fired(up, findings, when)
+                add_findings(up, findings, when, self.settings)
         if findings:
             self._deliver(findings, up, when)
 
@@ -667,7 +666,7 @@ class StallSpanProcessor(SpanProcessor):
             fired = detector.finding_count - before
             new = report.findings[max(0, len(report.findings) - fired) :] if fired else ()
             if new:
-                self._fired(run, new, when)
+                add_findings(run, new, when, self.settings)
             run.report = report = replace(report, attributes=report_attributes(run, span))
         self._metrics.record_run(report, run_context(run))
         return report, new
@@ -677,25 +676,6 @@ class StallSpanProcessor(SpanProcessor):
         if run.detector is None:
             run.detector = RunDetector(self.policy, run.run_key, self.settings.run_report_size)
         return run.detector
-
-    def _fired(self, run: Run, findings: Sequence[Finding], when: int) -> None:
-        """Under the run lock: add findings to the run span if open, else keep them for its copy."""
-        if self.settings.event_signal == "logs" or run.spanless:
-            return  # log-based events only (_deliver emits them), or no run span to carry them
-        findings = escalations(findings)  # a refusal gets no event: see stall_attributes
-        if not findings:
-            return
-        span = run.span
-        if self.settings.live_events and span is not None and span.is_recording():
-            for finding in findings:
-                attributes = finding_event_attributes(finding)
-                span.add_event(StallEventAttributes.EVENT_NAME, attributes, timestamp=when)
-            if span.is_recording():
-                return
-            # The span ended on another thread meanwhile, and may have refused the
-            # events: its copy gets those it lacks.
-        for finding in findings:
-            run.keep_pending(when, finding)
 
     def _deliver(self, findings: Iterable[Finding], run: Run, when: int) -> None:
         """Outside every lock: log-based events, metrics and the user's callback."""
@@ -715,27 +695,6 @@ class StallSpanProcessor(SpanProcessor):
             failure = self.report_error(where, exc)
             if failure is not None:
                 raise failure from None
-
-
-_WRAPPING: Final = threading.Lock()
-"""Serialises :meth:`StallSpanProcessor.add_span_processor` (rare: a module lock will do)."""
-
-_LIVE: Final[weakref.WeakSet[StallSpanProcessor]] = weakref.WeakSet()
-"""Every processor not yet garbage: one at-fork hook resets them all in a child.
-
-One hook for the module rather than one per processor, because a hook can never
-be unregistered: a process that builds many processors would keep a dead one
-for each of them."""
-
-
-def _after_fork_in_child() -> None:
-    """The at-fork hook: every live processor starts the child clean."""
-    for processor in list(_LIVE):
-        processor._after_fork()
-
-
-if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 __all__ = ["ProcessorStats", "StallSpanProcessor", "copy_span", "span_record"]

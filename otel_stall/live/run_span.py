@@ -9,6 +9,7 @@ records and exemplars point at the run span's context. Kept apart from
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,8 +19,9 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, set_span_in_conte
 
 from otel_stall.conventions import agent_name
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import RunReport
+from otel_stall.core.records import Finding, RunReport
 from otel_stall.core.stall_attributes import (
+    escalations,
     finding_event_attributes,
     run_span_attributes,
     with_defaults,
@@ -157,8 +159,31 @@ def finding_key(event: Event) -> tuple[Any, ...]:
     return event.timestamp, kind, seq
 
 
+def add_findings(
+    run: Run, findings: Sequence[Finding], when: int, settings: ProcessorSettings
+) -> None:
+    """Under the run lock: add findings to the run span if open, else keep them for its copy."""
+    if settings.event_signal == "logs" or run.spanless:
+        return  # log-based events only (_deliver emits them), or no run span to carry them
+    findings = escalations(findings)  # a refusal gets no event: see stall_attributes
+    if not findings:
+        return
+    span = run.span
+    if settings.live_events and span is not None and span.is_recording():
+        for finding in findings:
+            attributes = finding_event_attributes(finding)
+            span.add_event(StallEventAttributes.EVENT_NAME, attributes, timestamp=when)
+        if span.is_recording():
+            return
+        # The span ended on another thread meanwhile, and may have refused the
+        # events: its copy gets those it lacks.
+    for finding in findings:
+        run.keep_pending(when, finding)
+
+
 __all__ = [
     "ProcessorStats",
+    "add_findings",
     "call_cap",
     "finding_key",
     "leave_on_span",

@@ -28,6 +28,7 @@ from typing import Final
 from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, looks_agent_like
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import ABSENT, ToolCall
+from otel_stall.offline import call_facts as facts
 from otel_stall.offline.batch import (
     Agents,
     BatchRuns,
@@ -39,7 +40,6 @@ from otel_stall.offline.batch import (
     TraceSpans,
 )
 from otel_stall.offline.order import LiveOrder
-from otel_stall.offline.preview import preview_head
 
 _MAX_NAMES: Final = 64
 """Distinct unrecognised span names kept per trace."""
@@ -212,13 +212,7 @@ class TraceAnalyzer:
             self._tools = {}
         agent = agent_name(span.attributes)
         self._tools[span.span_id] = (_payload_free(call), digests, parent, agent)
-        previews = self._previews
-        if previews is None:
-            previews = self._previews = {}
-        if digests.call_signature not in previews:
-            head = preview_head(call.arguments)
-            if head is not None:
-                previews[digests.call_signature] = head
+        self._previews = facts.keep_heads(self._previews, call, digests)
 
     def _place(self, span_id: str, parent: str | None, start_ns: int, end_ns: int) -> str | None:
         """Count a span, note it if it may be the trace's root, and share its parent's id."""

@@ -38,6 +38,7 @@ from otel_stall.core.stall_attributes import (
     run_span_attributes,
     tool_span_attributes,
 )
+from otel_stall.offline import call_facts as facts
 from otel_stall.offline.preview import argument_preview
 from otel_stall.semconv import StallEventAttributes
 
@@ -379,6 +380,8 @@ def detect_run(
     previews = finding_previews(spans.previews, report)
     if previews:
         context["argument_previews"] = previews
+    context[facts.CALL_FACTS_KEY] = facts.call_facts(keys, spans.tools, spans.models)
+    context[facts.HEADS_KEY] = facts.run_heads(report.ledger, spans.previews)
     if enrich:
         fired += ((end_ns, f) for f in report.findings[before:])
     if report.attributes:

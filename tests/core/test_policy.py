@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from otel_stall import ConfigError, DuplicateMode, StallPolicy, Status
-from otel_stall.core.signing import DEFAULT_VOLATILE_KEYS
+from otel_stall.core.volatile import DEFAULT_VOLATILE_KEYS
 
 
 def test_defaults_follow_the_references() -> None:

@@ -10,13 +10,8 @@ import orjson
 import pytest
 
 from otel_stall import ABSENT, Content, Normaliser, Signer, Status
-from otel_stall.core.signing import (
-    CACHE_ENTRIES,
-    DEFAULT_VOLATILE_KEYS,
-    digest,
-    is_empty,
-    parse_volatile_keys,
-)
+from otel_stall.core.signing import CACHE_ENTRIES, digest, is_empty
+from otel_stall.core.volatile import DEFAULT_VOLATILE_KEYS, parse_volatile_keys
 
 ARGS = {"query": "login timeout", "filters": {"repo": "web", "langs": ["py", "ts"]}, "limit": 10}
 # An OTLP kvlist arrives as (key, value) pairs; arrays may come back as tuples.
