@@ -529,7 +529,15 @@ CACHE_ENTRIES: Final = 4096
 Agents stuck in a loop send the very same argument and result text again and
 again, so a repeat costs a hash of the raw text instead of a canonical pass.
 Entries hold digests, not payloads: the memory is bounded by the entry count
-whatever the payload size.
+whatever the payload size, and by :data:`CACHE_ITEMS` for list results.
+"""
+
+CACHE_ITEMS: Final = 32
+"""Item digests a remembered result may hold; a longer list result is not remembered.
+
+Each item digest is a 16-hex string (about 65 bytes): at most about 8.5 MB per
+cache however long the lists (issue 27: 4,096 results of 2,000 new items each
+had held 120,000 digests). A repeated long list pays its canonical pass again.
 """
 
 _ABSENT_MARK: Final = b"\x00absent"
@@ -647,7 +655,9 @@ class Signer:
         cached = cache.get(key)
         if cached is None:
             cached = _result_digests(*normaliser._text(result, utf8, hasher))
-            _remember(cache, key, cached)
+            items = cached[2]
+            if items is None or len(items) <= CACHE_ITEMS:
+                _remember(cache, key, cached)
         return cached
 
     def _results_of(self, tool: str) -> _Results:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import enum
+import gc
 import json
+import tracemalloc
 from typing import Any
 
 import orjson
 import pytest
 
 from otel_stall import ABSENT, Content, Normaliser, Signer, Status
-from otel_stall.core.signing import CACHE_ENTRIES, digest, is_empty
+from otel_stall.core.signing import CACHE_ENTRIES, CACHE_ITEMS, digest, is_empty
 from otel_stall.core.volatile import DEFAULT_VOLATILE_KEYS, parse_volatile_keys
 
 ARGS = {"query": "login timeout", "filters": {"repo": "web", "langs": ["py", "ts"]}, "limit": 10}
@@ -482,3 +484,31 @@ def test_signer_still_agrees_once_its_caches_are_cleared() -> None:
     again = [signer.sign("tool", a, r, Status.OK) for a, r in calls[:100]]
     assert again == first[:100]
     assert first[:100] == [Signer().sign("tool", a, r, Status.OK) for a, r in calls[:100]]
+
+
+def test_remembered_results_hold_a_bounded_number_of_item_digests() -> None:
+    """Long new list results, one after another (issue 27): the signer's caches stay small.
+
+    300 results of 200 new items would hold 60,000 item digests (about 4 MB) if
+    remembered; a long list is signed the same whether remembered or not.
+    """
+    signer = Signer()
+    results = [
+        orjson.dumps({"items": [f"row {n}-{i}" for i in range(200)]}).decode() for n in range(300)
+    ]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        first = [signer.sign("list", '{"page": 1}', r, Status.OK) for r in results]
+        kept = first[0]
+        del first
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 1 << 20, f"the signer holds {held} bytes after 300 long lists"
+    assert signer.sign("list", '{"page": 1}', results[0], Status.OK) == kept
+    assert kept.items is not None
+    assert len(kept.items) == 200
+    assert CACHE_ITEMS < 200 <= CACHE_ENTRIES
