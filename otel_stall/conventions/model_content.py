@@ -224,7 +224,7 @@ def output_digest(attrs: Mapping[str, Any], choices: Sequence[Any] = ()) -> str 
 
 
 def output_hashes(
-    attrs: Mapping[str, Any], choices: Sequence[Any] = ()
+    attrs: Mapping[str, Any], choices: Sequence[Any] = (), limit: int = chanting.SCAN_BYTES
 ) -> tuple[str | None, ChantScan | None]:
     """The monologue digest and the chanting scan of a model span's output, text read once.
 
@@ -238,4 +238,4 @@ def output_hashes(
     text = output_text(attrs, choices)
     if text is None:
         return None, None
-    return chanting.read(text)
+    return chanting.read(text, limit)

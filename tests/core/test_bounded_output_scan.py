@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import tracemalloc
 
+import pytest
+
+from otel_stall import ConfigError, Conventions
 from otel_stall.conventions import model_content
 from otel_stall.core import chanting
 
@@ -50,3 +53,24 @@ def test_a_cut_output_is_not_carried_into_the_next() -> None:
     _, scan = chanting.read(PHRASE * 10, limit=100)
     assert not scan.whole
     assert len(scan.tail) == 0
+
+
+def test_the_bound_is_a_setting() -> None:
+    """``OTEL_STALL_OUTPUT_SCAN_BYTES`` bounds the scan: chanting past it is not read.
+
+    A chanting passage that starts after 8 KB of distinct prose chants under the
+    default bound and not under a 4 KiB one; a bound under 1 KiB is refused.
+    """
+    prose = " ".join(f"word{i}" for i in range(1_500))
+    attrs = _attrs(prose + " " + PHRASE * 20)
+    assert len(prose) > 8_192
+    default = Conventions.from_env({})
+    small = Conventions.from_env({"OTEL_STALL_OUTPUT_SCAN_BYTES": "4096"})
+    _, wide = model_content.output_hashes(attrs, (), default.output_scan_bytes)
+    _, narrow = model_content.output_hashes(attrs, (), small.output_scan_bytes)
+    assert wide is not None
+    assert wide.peak >= 10
+    assert narrow is not None
+    assert narrow.peak < 10
+    with pytest.raises(ConfigError, match="OTEL_STALL_OUTPUT_SCAN_BYTES"):
+        Conventions.from_env({"OTEL_STALL_OUTPUT_SCAN_BYTES": "10"})
