@@ -200,8 +200,9 @@ def verdict(key: str, value: float | None) -> str:
     budget = BUDGETS[key]
     if budget.met(value):
         return "within"
-    off = value / budget.limit - 1 if budget.at_most else budget.limit / value - 1
-    return f"over, by {off:.0%}"
+    if budget.at_most:
+        return f"over, by {value / budget.limit - 1:.0%}"
+    return f"short, at {value / budget.limit:.0%} of it"
 
 
 def figure(key: str, row: dict[str, Any]) -> str:
@@ -344,8 +345,9 @@ def meaning_offline(rows: dict[str, dict[str, Any]]) -> list[str]:
     imports = rows.get("import", {})
     if imports.get("added_ms") is not None:
         out.append(
-            f"- **Start-up:** `import otel_stall` costs about {imports['added_ms']:.0f} ms of "
-            "CPU more than importing the OpenTelemetry SDK, once per process."
+            f"- **Start-up:** `import otel_stall` costs about {abs(imports['added_ms']):.0f} ms of "
+            f"CPU {'more' if imports['added_ms'] >= 0 else 'less'} than importing the "
+            "OpenTelemetry SDK, once per process (the package loads the SDK only when used)."
         )
     return out
 
