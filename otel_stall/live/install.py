@@ -26,24 +26,31 @@ from otel_stall.conventions import Conventions
 from otel_stall.core.config import ConfigError
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import Finding
+from otel_stall.live.fork import reset_in_child
 from otel_stall.live.processor import StallSpanProcessor
 from otel_stall.live.sampler import sampler_from_env
 from otel_stall.live.settings import ProcessorSettings
 
-_installed: weakref.WeakKeyDictionary[TracerProvider, StallSpanProcessor] = (
-    weakref.WeakKeyDictionary()
-)
-_lock = threading.Lock()
+
+class _Installed:
+    """The processor installed on each provider, and the lock around that table.
+
+    Its lock is renewed in a forked child (:mod:`otel_stall.live.fork`), in case
+    another of the parent's threads held it at the fork (issue 27).
+    """
+
+    def __init__(self) -> None:
+        self.by_provider: weakref.WeakKeyDictionary[TracerProvider, StallSpanProcessor] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.lock = threading.Lock()
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        self.lock = threading.Lock()
 
 
-def _new_lock_in_child() -> None:
-    """In a forked child: a new lock, in case another of the parent's threads held it (issue 27)."""
-    global _lock  # noqa: PLW0603 (the one lock the module has, renewed in the child)
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
-    os.register_at_fork(after_in_child=_new_lock_in_child)
+_INSTALLED = _Installed()
 
 
 def adopt(provider: TracerProvider, processor: StallSpanProcessor) -> None:
@@ -53,8 +60,8 @@ def adopt(provider: TracerProvider, processor: StallSpanProcessor) -> None:
     same process returns its processor instead of stacking a second one, which
     would export every span twice and add every event twice.
     """
-    with _lock:
-        _installed.setdefault(provider, processor)
+    with _INSTALLED.lock:
+        _INSTALLED.by_provider.setdefault(provider, processor)
 
 
 _ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
@@ -164,8 +171,8 @@ def install(
     ``OTEL_PYTHON_CONFIGURATOR=otel_stall`` set up.
     """
     target = _sdk_provider(provider, environ, span_limits)
-    with _lock:
-        existing = _installed.get(target)
+    with _INSTALLED.lock:
+        existing = _INSTALLED.by_provider.get(target)
         if existing is not None:
             return existing
         resolved = ProcessorSettings.from_env(environ, **settings)
@@ -188,7 +195,7 @@ def install(
             span_limits=span_limits,
         )
         target.add_span_processor(processor)
-        _installed[target] = processor
+        _INSTALLED.by_provider[target] = processor
         return processor
 
 
