@@ -330,9 +330,12 @@ class AsyncHttpServer:
         ]
         if reply.close:
             headers.append(("Connection", "close"))
-        writer.write(conn.send(h11.Response(status_code=reply.status, headers=headers)))
-        writer.write(conn.send(h11.Data(data=reply.body)))
-        writer.write(conn.send(h11.EndOfMessage()))
+        # One write: the head and the body leave in one segment, so a client reading once
+        # sees the whole answer (three writes went out as two packets when the buffer was empty).
+        head = conn.send(h11.Response(status_code=reply.status, headers=headers)) or b""
+        body = conn.send(h11.Data(data=reply.body)) or b""
+        end = conn.send(h11.EndOfMessage()) or b""
+        writer.write(head + body + end)
         await writer.drain()
 
     async def _error(self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int) -> None:

@@ -747,6 +747,14 @@ class Trickle:
         self.thread.join(30)
 
 
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes: one recv may hold only part of an answer."""
+    chunks = []
+    while chunk := sock.recv(4096):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def get(port: int, path: str) -> int:
     """``GET path`` with a probe's timeout: the status."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=PROBE_TIMEOUT)
@@ -788,7 +796,7 @@ def test_slow_bodies_starve_neither_ingestion_nor_the_health_probe(sink: OtlpSin
         assert gateway.http.stats.timed_out >= SLOW_CONNECTIONS
         with socket.create_connection(("127.0.0.1", gateway.http.port), timeout=30) as late:
             late.sendall(Trickle.HEAD + b"\x0a")
-            answer = late.recv(4096)
+            answer = read_until_closed(late)
         assert answer.startswith(b"HTTP/1.1 408")
         assert b"OTEL_STALL_GATEWAY_MIN_BODY_RATE" in answer
 
