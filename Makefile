@@ -13,7 +13,7 @@ WORKERS ?= auto
 # Extra pytest arguments, e.g. PYTEST_ARGS='-m "not slow"' (the extra Pythons in .ci/run).
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit e2e collector bench docs clean
+.PHONY: demo test lint typecheck unit e2e integrations collector bench docs clean
 
 $(VENV)/.installed: pyproject.toml setup.py otel_stall/core/_canon.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,7 +45,7 @@ typecheck: $(VENV)/.installed
 	$(BIN)/mypy
 
 unit: $(VENV)/.installed
-	$(BIN)/pytest -n $(WORKERS) --dist worksteal --ignore=tests/e2e $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(WORKERS) --dist worksteal --ignore=tests/e2e --ignore=tests/integrations $(PYTEST_ARGS)
 
 ## collector: build the OpenTelemetry Collector of collector/manifest.yaml (needs Go), once:
 ## it is cached by the manifest's hash under ~/.cache/otel-stall/collector/
@@ -58,6 +58,19 @@ e2e: $(VENV)/.installed
 	collector/build.sh >/dev/null
 	$(BIN)/pytest -n 0 tests/e2e $(PYTEST_ARGS)
 
+## integrations: the live gate inside the real agent frameworks (tests/integrations/), in a
+## virtualenv of its own with the `integrations` extra's pinned framework versions
+INT_VENV ?= .venv-integrations
+
+$(INT_VENV)/.installed: pyproject.toml setup.py otel_stall/core/_canon.c
+	test -x $(INT_VENV)/bin/python || $(PYTHON) -m venv $(INT_VENV)
+	$(INT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(INT_VENV)/bin/python -m pip install --quiet -e '.[test,integrations]'
+	touch $@
+
+integrations: $(INT_VENV)/.installed
+	$(INT_VENV)/bin/pytest -n 0 -m integrations tests/integrations $(PYTEST_ARGS)
+
 ## bench: run every benchmark and regenerate docs/performance.md (BENCH_ARGS=--quick: a fast run)
 bench: $(VENV)/.installed
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
@@ -68,7 +81,7 @@ docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) $(DEMO_VENV) site .pytest_cache .mypy_cache .ruff_cache build dist
+	rm -rf $(VENV) $(DEMO_VENV) $(INT_VENV) site .pytest_cache .mypy_cache .ruff_cache build dist
 
 ## fixtures: regenerate tests/frameworks/ from real agent frameworks run offline (ONLY=name[/layout])
 .PHONY: fixtures

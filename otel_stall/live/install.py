@@ -64,6 +64,18 @@ def adopt(provider: TracerProvider, processor: StallSpanProcessor) -> None:
         _INSTALLED.by_provider.setdefault(provider, processor)
 
 
+def installed_on(provider: object) -> StallSpanProcessor | None:
+    """The processor :func:`install` (or the configurator) put on ``provider``, if any.
+
+    The framework integrations ask this to find the live gate without a
+    reference to the processor (issue 30); a lookup, so it is cheap to repeat.
+    """
+    if not isinstance(provider, TracerProvider):
+        return None
+    with _INSTALLED.lock:
+        return _INSTALLED.by_provider.get(provider)
+
+
 _ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 _TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 _PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
@@ -199,4 +211,4 @@ def install(
         return processor
 
 
-__all__ = ["adopt", "install", "otlp_exporter_from_env"]
+__all__ = ["adopt", "install", "installed_on", "otlp_exporter_from_env"]

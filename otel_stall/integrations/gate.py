@@ -1,0 +1,395 @@
+"""The gate every framework integration asks: one decision per tool call and per model turn.
+
+Each integration module (``otel_stall.integrations.<framework>``) is a thin
+adapter: it turns its framework's hook (a guardrail, a middleware, a callback)
+into :meth:`ToolGate.before_tool`, :meth:`ToolGate.after_tool` and
+:meth:`ToolGate.before_model`, and turns the :class:`Decision` back into what
+that framework understands (a replaced tool result, tools removed, an extra
+message). The rules, the thresholds and the guidance text are the detector's:
+no integration writes its own.
+
+Which run a call belongs to, in order:
+
+1. the live processor's run of the current span, when a
+   :class:`~otel_stall.live.processor.StallSpanProcessor` is installed and the
+   framework's own instrumentation made spans it has seen (the processor then
+   records every call from the spans, and the gate only asks it);
+2. otherwise the gate's own run state, keyed by the framework's run id (or the
+   current trace), fed by :meth:`ToolGate.after_tool`. So the gate works with no
+   OpenTelemetry set up at all, and with a framework whose spans the processor
+   never sees.
+
+Deliberate decisions:
+
+- Fail open: an internal error allows the call and is logged once per kind
+  (under pytest it surfaces, as in the processor).
+- A refusal is recorded as a refused call (``stall.refused`` on a tool span in
+  the processor's run, ``Status.REFUSED`` in the gate's own), so the
+  refused-rounds rule sees a model that keeps asking.
+- A warning is handed out once per finding: the model is told, not nagged.
+- Own run state is bounded by count and idle time, like the processor's run
+  table; :meth:`ToolGate.end_run` frees a run at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from opentelemetry import trace
+
+from otel_stall.core.detector import RunDetector, gate_digests
+from otel_stall.core.policy import StallPolicy
+from otel_stall.core.records import ABSENT, ACTION_SEVERITY, Action, Finding, Status, ToolCall
+from otel_stall.live.fork import reset_in_child
+from otel_stall.live.settings import PYTEST_ENV
+from otel_stall.semconv import StallAttributes
+
+logger = logging.getLogger("otel_stall.integrations")
+
+_REFUSE: Final = Action.REFUSE
+_STOPS: Final = frozenset({Action.BREAK, Action.ESCALATE})
+
+BREAK_MESSAGE: Final = (
+    "The tools are no longer available: this run has stopped making progress. "
+    "Write your final answer now from what you have already gathered."
+)
+"""Told to the model at ``break`` (and ``escalate``) when the finding has no message of its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the gate says of one call or one model turn, and what to tell the model."""
+
+    action: Action = Action.CONTINUE
+    message: str | None = None
+    """Guidance written for the model; ``None`` for ``continue``."""
+    finding: Finding | None = None
+
+    @property
+    def refused(self) -> bool:
+        """The tool must not run; give the model :attr:`message` as its result."""
+        return self.action is _REFUSE
+
+    @property
+    def stops(self) -> bool:
+        """The run should end: take the tools away, or stop it the framework's way."""
+        return self.action in _STOPS
+
+    @property
+    def warns(self) -> bool:
+        """The call runs, and the model should read :attr:`message` on its next turn."""
+        return self.action is Action.WARN
+
+
+ALLOW: Final = Decision()
+
+
+@dataclass(slots=True)
+class _OwnRun:
+    detector: RunDetector
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    told: int = 0
+    """How many of the detector's findings were already handed out."""
+    touched: float = 0.0
+
+
+def _decision(finding: Finding) -> Decision:
+    if finding.action in _STOPS:
+        return Decision(finding.action, finding.message or BREAK_MESSAGE, finding)
+    return Decision(finding.action, finding.message, finding)
+
+
+class ToolGate:
+    """One gate per agent process (or per agent), shared by every run it sees.
+
+    ``processor`` is the live processor to ask; by default the one
+    :func:`otel_stall.install` put on the global provider, looked up on each
+    call (it may be installed after the gate is made). ``policy`` is the gate's
+    own runs' policy (the processor's when there is one; else
+    ``StallPolicy.from_env()``).
+    """
+
+    def __init__(
+        self,
+        processor: Any = None,
+        *,
+        policy: StallPolicy | None = None,
+        max_runs: int = 1024,
+        idle_seconds: float = 3600.0,
+    ) -> None:
+        self._processor = processor
+        self._policy = policy
+        self._runs: OrderedDict[Hashable, _OwnRun] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max_runs = max_runs
+        self._idle = idle_seconds
+        self._errors: set[str] = set()
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """New locks in a forked child: another thread may have held one at the fork."""
+        self._lock = threading.Lock()
+        for own in self._runs.values():
+            own.lock = threading.Lock()
+
+    # -- which run ------------------------------------------------------------
+
+    def processor(self) -> Any:
+        """The live processor asked for runs: the given one, or the global provider's."""
+        if self._processor is not None:
+            return self._processor
+        from otel_stall.live.install import installed_on
+
+        return installed_on(trace.get_tracer_provider())
+
+    @property
+    def policy(self) -> StallPolicy:
+        """The policy of the gate's own runs (the processor's when one is installed)."""
+        processor = self.processor()
+        if processor is not None:
+            return processor.policy  # type: ignore[no-any-return]
+        if self._policy is None:
+            self._policy = StallPolicy.from_env()
+        return self._policy
+
+    def _live_run(self) -> Any:
+        """The processor's run of the current span, if it has state."""
+        processor = self.processor()
+        if processor is None:
+            return None
+        ctx = trace.get_current_span().get_span_context()
+        if not ctx.is_valid:
+            return None
+        run = processor.run_for(ctx)
+        return run if run is not None and run.detector is not None else None
+
+    def _own(self, run: Hashable | None) -> _OwnRun:
+        key = run if run is not None else self._current_trace()
+        now = time.monotonic()
+        with self._lock:
+            own = self._runs.get(key)
+            if own is None:
+                own = _OwnRun(RunDetector(self.policy, run_key=str(key), keep=64))
+                self._runs[key] = own
+                self._trim(now)
+            else:
+                self._runs.move_to_end(key)
+            own.touched = now
+            return own
+
+    @staticmethod
+    def _current_trace() -> Hashable:
+        ctx = trace.get_current_span().get_span_context()
+        return ("trace", ctx.trace_id) if ctx.is_valid else ("process", None)
+
+    def _trim(self, now: float) -> None:
+        while len(self._runs) > self._max_runs:
+            self._runs.popitem(last=False)
+        while self._runs:
+            oldest = next(iter(self._runs.values()))
+            if now - oldest.touched <= self._idle:
+                break
+            self._runs.popitem(last=False)
+
+    def end_run(self, run: Hashable) -> None:
+        """Forget the gate's own state of ``run`` (the framework's run ended)."""
+        with self._lock:
+            self._runs.pop(run, None)
+
+    @property
+    def open_runs(self) -> int:
+        """Runs the gate holds state for (its own, not the processor's)."""
+        with self._lock:
+            return len(self._runs)
+
+    # -- decisions -------------------------------------------------------------
+
+    def before_tool(
+        self, tool: str, args: Any, *, run: Hashable | None = None, exempt: bool = False
+    ) -> Decision:
+        """Refuse a call that already ran in this run, or stop a run at ``break``.
+
+        Never raises: on an internal error the call is allowed (fail open).
+        """
+        try:
+            return self._before_tool(tool, args, run, exempt)
+        except Exception as exc:
+            self._failed("before_tool", exc)
+            return ALLOW
+
+    def _before_tool(self, tool: str, args: Any, run: Hashable | None, exempt: bool) -> Decision:
+        live = self._live_run()
+        if live is not None:
+            return self._before_live(live, tool, args, exempt)
+        own = self._own(run)
+        digests = gate_digests(own.detector.policy, tool, args, exempt=exempt)
+        with own.lock:
+            stopped = self._stopped(own)
+            if stopped is not None:
+                return stopped
+            if digests is None:
+                return ALLOW
+            finding = own.detector.check_call(tool, args, digests=digests)
+            if finding is None or finding.action is not _REFUSE:
+                return ALLOW
+            own.detector.tool_call(ToolCall(tool, args, ABSENT, Status.REFUSED))
+            own.told = own.detector.finding_count
+        return _decision(finding)
+
+    def _before_live(self, live: Any, tool: str, args: Any, exempt: bool) -> Decision:
+        processor = self.processor()
+        guard = processor.guard
+        status = guard.verdict()
+        if status.report is not None and status.verdict.value in ("break", "escalate"):
+            worst = _worst(status.report.findings)
+            return _decision(worst) if worst is not None else Decision(Action.BREAK, BREAK_MESSAGE)
+        refusal = guard.before_call(tool, args, exempt=exempt)
+        if refusal is None:
+            return ALLOW
+        self._record_refusal(tool, args)
+        return _decision(refusal.finding)
+
+    @staticmethod
+    def _record_refusal(tool: str, args: Any) -> None:
+        """A refused tool span in the current run: the call never ran, but was asked for."""
+        import json
+
+        try:
+            text = args if isinstance(args, str) else json.dumps(args, default=str)
+        except (TypeError, ValueError):
+            text = repr(args)
+        tracer = trace.get_tracer("otel_stall.integrations")
+        attributes: dict[str, str | bool] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": tool,
+            "gen_ai.tool.call.arguments": text,
+            StallAttributes.REFUSED: True,
+        }
+        with tracer.start_as_current_span(f"execute_tool {tool}", attributes=attributes):
+            pass
+
+    def after_tool(
+        self,
+        tool: str,
+        args: Any,
+        result: Any,
+        *,
+        run: Hashable | None = None,
+        error: BaseException | str | None = None,
+        exempt: bool = False,
+    ) -> Decision:
+        """Record a call that ran; a warning or a stop the model should hear of, once.
+
+        With the processor's run the span records the call; the gate only reads
+        the findings it has not handed out yet. Never raises.
+        """
+        try:
+            return self._after_tool(tool, args, result, run, error, exempt)
+        except Exception as exc:
+            self._failed("after_tool", exc)
+            return ALLOW
+
+    def _after_tool(
+        self,
+        tool: str,
+        args: Any,
+        result: Any,
+        run: Hashable | None,
+        error: BaseException | str | None,
+        exempt: bool,
+    ) -> Decision:
+        if self._live_run() is not None:
+            return ALLOW
+        own = self._own(run)
+        error_type = None if error is None else _error_type(error)
+        call = ToolCall(
+            tool,
+            args,
+            result if error is None else str(error),
+            Status.OK if error is None else Status.ERROR,
+            exempt=exempt,
+            error=error_type,
+        )
+        with own.lock:
+            own.detector.tool_call(call)
+            return self._news(own)
+
+    def before_model(self, *, run: Hashable | None = None) -> Decision:
+        """Before the model's next turn: ``stops`` means give it no tools now.
+
+        Opens a new round in the gate's own run. Never raises.
+        """
+        try:
+            live = self._live_run()
+            if live is not None:
+                status = self.processor().guard.verdict()
+                if status.report is not None and status.verdict.value in ("break", "escalate"):
+                    worst = _worst(status.report.findings)
+                    if worst is not None:
+                        return _decision(worst)
+                    return Decision(Action.BREAK, BREAK_MESSAGE)
+                return ALLOW
+            own = self._own(run)
+            with own.lock:
+                own.detector.model_call()
+                stopped = self._stopped(own)
+                return stopped if stopped is not None else self._news(own)
+        except Exception as exc:
+            self._failed("before_model", exc)
+            return ALLOW
+
+    @staticmethod
+    def _stopped(own: _OwnRun) -> Decision | None:
+        """The run's stop, if its verdict reached ``break`` or ``escalate``."""
+        latest = own.detector.latest(Action.BREAK) or own.detector.latest(Action.ESCALATE)
+        return None if latest is None else _decision(latest)
+
+    @staticmethod
+    def _news(own: _OwnRun) -> Decision:
+        """The most severe finding not handed out yet (a refusal was handed out already)."""
+        count = own.detector.finding_count
+        new = count - own.told
+        own.told = count
+        if new <= 0:
+            return ALLOW
+        fresh = own.detector.findings[-new:]  # the newest are always kept, last
+        worst = _worst(f for f in fresh if f.action is not _REFUSE)
+        return ALLOW if worst is None else _decision(worst)
+
+    def _failed(self, where: str, exc: Exception) -> None:
+        kind = f"{where}: {type(exc).__name__}"
+        if kind not in self._errors:
+            self._errors.add(kind)
+            logger.error("otel-stall gate: %s failed; the call is allowed", where, exc_info=exc)
+        if PYTEST_ENV in os.environ:  # as the processor: under pytest, errors surface
+            raise exc
+
+
+def _worst(findings: Any) -> Finding | None:
+    best: Finding | None = None
+    for finding in findings:
+        if best is None or ACTION_SEVERITY[finding.action] >= ACTION_SEVERITY[best.action]:
+            best = finding
+    return best
+
+
+def _error_type(error: BaseException | str) -> str:
+    return type(error).__name__ if isinstance(error, BaseException) else str(error)
+
+
+_DEFAULT: Final = ToolGate()  # cheap: it looks for the processor only when asked
+
+
+def default_gate() -> ToolGate:
+    """The process's shared gate, used by integrations given no gate of their own."""
+    return _DEFAULT
+
+
+__all__ = ["ALLOW", "BREAK_MESSAGE", "Decision", "ToolGate", "default_gate"]

@@ -1,0 +1,16 @@
+"""The real frameworks are in the `integrations` extra: without one, its tests skip, except in CI."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+
+def require(module: str) -> None:
+    """Skip the calling test without ``module``; under ``CI=true`` fail instead (CI installs it)."""
+    if importlib.util.find_spec(module) is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{module} is missing: `make integrations` installs the integrations extra")
+        pytest.skip(f"{module} is not installed (`make integrations` installs it)")
