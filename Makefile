@@ -69,7 +69,7 @@ $(INT_VENV)/.installed: pyproject.toml setup.py otel_stall/core/_canon.c
 	touch $@
 
 integrations: $(INT_VENV)/.installed
-	$(INT_VENV)/bin/pytest -n 0 -m integrations tests/integrations $(PYTEST_ARGS)
+	$(INT_VENV)/bin/pytest -n 0 tests/integrations $(PYTEST_ARGS)
 
 ## bench: run every benchmark and regenerate docs/performance.md (BENCH_ARGS=--quick: a fast run)
 bench: $(VENV)/.installed
