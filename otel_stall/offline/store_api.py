@@ -50,7 +50,6 @@ from typing import IO, Any, Final
 
 import orjson
 
-from otel_stall._version import __version__
 from otel_stall.core.config import (
     ConfigError,
     check,
@@ -191,7 +190,7 @@ class _Client:
             raise StoreError(url, self._deadline_passed())
         request = urllib.request.Request(
             url,
-            headers={"Accept": "application/json", "User-Agent": f"otel-stall/{__version__}"},
+            headers={"Accept": "application/json", "User-Agent": "otel-stall"},
         )
         for name, value in self.headers:
             request.add_unredirected_header(name, value)  # not sent along a redirect
