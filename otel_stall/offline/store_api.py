@@ -348,11 +348,15 @@ def _pages_by_end(
     read: Callable[[str, bytes, Any], list[tuple[str, int]]],
     end_of: Callable[[int], str],
     default_limit: int,
+    *,
+    needs_start: bool = False,
 ) -> None:
     """A search without a cursor: while a page is full, ask for the one before its oldest trace.
 
     ``read`` handles one page and returns its ``(trace id, start in ns)``; paging
     stops on a page that is not full, brings no new trace, or at ``max_traces``.
+    ``needs_start``: the store takes an ``end`` only with a ``start`` (Tempo), so a
+    URL without one is not paged, and a full page says so.
     """
     limit_text = (_params(url).get("limit") or [str(default_limit)])[0]
     limit = int(limit_text) if limit_text.isdigit() else default_limit
@@ -370,6 +374,12 @@ def _pages_by_end(
             )
             return
         if len(found) < limit or not new or limit <= 0:
+            return
+        if needs_start and "start" not in _params(url):
+            client.notes.append(
+                f"{_shown(url)}: the page is full ({limit} traces) and there may be more; "
+                "give start and end (Unix seconds) to page through them, or raise limit"
+            )
             return
         page_url = _with_query(url, end=end_of(min(start for _, start in found)))
 
@@ -419,7 +429,7 @@ def _tempo_search(client: _Client, url: str) -> None:
 
     # Tempo's end is in whole seconds: the oldest trace's second is asked again (and
     # the traces seen are skipped), or a second's traces past the first page would be lost.
-    _pages_by_end(client, url, read, lambda ns: str(-(-ns // 1_000_000_000)), default_limit=20)
+    _pages_by_end(client, url, read, lambda ns: str(-(-ns // 1_000_000_000)), 20, needs_start=True)
 
 
 def _phoenix(client: _Client, url: str) -> None:

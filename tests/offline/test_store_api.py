@@ -147,10 +147,17 @@ def test_tempo_search_fetches_each_trace_whole(capsys: pytest.CaptureFixture[str
 
     with StoreServer({"/tempo/api/search": search, "/tempo/api/traces/": trace}) as store:
         url = f"{store.url}/tempo/api/search?q=%7B%7D&limit=2"
+        _, first_page, note = _replay([url], capsys)  # no start: one page, and a note
+        searches = len([r for r in store.requests if r.path.endswith("/search")])
+        url += "&start=1699990000&end=1700000001"
         code, report, err = _replay([url], capsys)
     assert _verdicts(report) == _golden_verdicts(), err
     assert code == 1
-    fetched = [r.path.rsplit("/", 1)[1] for r in store.requests if "/traces/" in r.path]
+    assert searches == 1
+    assert len(first_page["runs"]) <= 2
+    assert "the page is full (2 traces) and there may be more; give start and end" in note
+    paged = store.requests[searches + 2 :]
+    fetched = [r.path.rsplit("/", 1)[1] for r in paged if "/traces/" in r.path]
     assert sorted(fetched) == sorted(by_trace)  # each trace once, though pages overlap
     assert all(r.headers["accept"] == "application/json" for r in store.requests)
 
