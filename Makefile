@@ -72,7 +72,7 @@ docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) $(DEMO_VENV) site .pytest_cache .mypy_cache .ruff_cache build dist
+	rm -rf $(VENV) $(DEMO_VENV) .venv-phoenix site .pytest_cache .mypy_cache .ruff_cache build dist
 
 ## fixtures: regenerate tests/frameworks/ from real agent frameworks run offline (ONLY=name[/layout])
 .PHONY: fixtures
