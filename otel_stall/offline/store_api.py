@@ -253,7 +253,8 @@ class _Client:
         if not _holds_spans(obj):
             raise StoreError(
                 url,
-                f"the answer is not a trace: {stores.describe(obj)}; it reads {stores.STORES_READ}",
+                f"the answer is not a trace: {stores.describe(obj)}; otel-stall reads "
+                f"{stores.STORES_READ}",
             )
         path = os.path.join(self.folder, f"{len(self.files):05d}.json")
         with open(path, "wb") as file:
