@@ -10,8 +10,12 @@ EXTRAS ?= dev
 # Work stealing: an idle worker takes queued tests from a busy one, so a few long tests
 # (the 200k-span load test, the GC stress) do not leave one worker running alone at the end.
 WORKERS ?= auto
-# Extra pytest arguments, e.g. PYTEST_ARGS='-m "not slow"' (the extra Pythons in .ci/run).
+# Extra pytest arguments, e.g. PYTEST_ARGS='-x'.
 PYTEST_ARGS ?=
+# Which tests `make unit` runs, as a marker expression, e.g. MARKS='not slow and not phoenix'
+# (the extra Pythons in .ci/run). The phoenix tests need the phoenix extra, in a virtualenv of
+# their own: `make unit VENV=.venv-phoenix EXTRAS=test,phoenix MARKS=phoenix WORKERS=0`.
+MARKS ?= not phoenix
 
 .PHONY: demo test lint typecheck unit e2e integrations collector bench docs clean
 
@@ -45,7 +49,7 @@ typecheck: $(VENV)/.installed
 	$(BIN)/mypy
 
 unit: $(VENV)/.installed
-	$(BIN)/pytest -n $(WORKERS) --dist worksteal --ignore=tests/e2e --ignore=tests/integrations $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(WORKERS) --dist worksteal --ignore=tests/e2e --ignore=tests/integrations -m "$(MARKS)" $(PYTEST_ARGS)
 
 ## collector: build the OpenTelemetry Collector of collector/manifest.yaml (needs Go), once:
 ## it is cached by the manifest's hash under ~/.cache/otel-stall/collector/
@@ -81,7 +85,7 @@ docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) $(DEMO_VENV) $(INT_VENV) site .pytest_cache .mypy_cache .ruff_cache build dist
+	rm -rf $(VENV) $(DEMO_VENV) $(INT_VENV) .venv-phoenix site .pytest_cache .mypy_cache .ruff_cache build dist
 
 ## fixtures: regenerate tests/frameworks/ from real agent frameworks run offline (ONLY=name[/layout])
 .PHONY: fixtures

@@ -87,7 +87,12 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``otel-stall replay``."""
     from otel_stall.offline.deadline import export_deadline
 
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, or - (stdin)")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="file, directory, - (stdin), or a trace store's URL (Jaeger, Tempo, Phoenix)",
+    )
     add_report_arguments(parser)
     add_policy_arguments(parser)
     parser.add_argument(
@@ -120,6 +125,9 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         help="strip raw arguments and results from --out/--export, and previews from the report",
     )
     add_input_arguments(parser)
+    from otel_stall.cli.store import add_store_arguments
+
+    add_store_arguments(parser)
 
 
 def _refuse_writing_over_inputs(args: argparse.Namespace) -> None:
@@ -167,7 +175,10 @@ def cmd_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
 
     policy = policy_from_args(args)
     _refuse_writing_over_inputs(args)
-    with spooled_stdin(args.paths) as (paths, labels):
+    from otel_stall.cli.store import spooled_store
+
+    with spooled_store(args, stderr) as (inputs, url_labels), spooled_stdin(inputs) as spooled:
+        paths, labels = spooled[0], spooled[1] | url_labels
         with _progress(paths, "reading") as progress:
             conventions = conventions_from_args(args)
             replayer = Replayer(

@@ -6,10 +6,21 @@ It builds a :class:`StallSpanProcessor` from the ``OTEL_STALL_*`` environment
 SDK ``TracerProvider``, or to the global one, creating and installing an SDK
 provider when the global is still the API's proxy (with the sampler that
 ``OTEL_TRACES_SAMPLER`` names, otel-stall's own included).
+
+Spans never end up with nowhere to go (issue 29). Tools that set tracing up
+for the user (Phoenix's ``register()``, Logfire's ``configure()``, Langfuse's
+client) leave their exporting processors on the provider; when install() is
+given no exporter of its own, it takes those processors out of the provider
+and wraps them, in their order, so they export the enriched spans instead of
+the plain ones (once each). Phoenix's provider drops its own processor when
+another is added, and Logfire's global provider is a proxy of an SDK one:
+both are why install() does not simply add itself. With nothing to wrap and
+nothing asked for, it warns once, naming what to pass.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import weakref
@@ -76,6 +87,29 @@ def installed_on(provider: object) -> StallSpanProcessor | None:
         return _INSTALLED.by_provider.get(provider)
 
 
+_log = logging.getLogger("otel_stall")
+_NOWHERE = (
+    "otel_stall.install(): the tracer provider has no span processor and no exporter was "
+    "asked for, so spans are exported nowhere (the stall.* events and metrics still happen). "
+    "Pass exporter=OTLPSpanExporter(endpoint=...) or downstream=[BatchSpanProcessor(...)], "
+    "set OTEL_EXPORTER_OTLP_ENDPOINT, or call install() after the tool that sets up your "
+    "exporters (phoenix.otel.register(), logfire.configure(), Langfuse())"
+)
+_UNREADABLE = (
+    "otel_stall.install(): cannot read the span processors of this {kind}, so it cannot wrap "
+    "them: they export spans without the stall.* attributes. Pass the exporter otel-stall "
+    "should wrap (exporter=... or downstream=...) and remove it from the provider"
+)
+_warned: set[str] = set()
+
+
+def _warn_once(kind: str, message: str) -> None:
+    """A setup problem the user can fix: logged once per kind for the process."""
+    if kind not in _warned:
+        _warned.add(kind)
+        _log.warning(message)
+
+
 _ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 _TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 _PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
@@ -131,14 +165,28 @@ def otlp_exporter_from_env(environ: Mapping[str, str] | None = None) -> SpanExpo
     )
 
 
+def _unwrapped(provider: Any) -> Any:
+    """The SDK provider behind a tool's proxy (Logfire's ``ProxyTracerProvider.provider``)."""
+    inner = getattr(provider, "provider", None)
+    if not isinstance(provider, TracerProvider) and isinstance(inner, TracerProvider):
+        return inner
+    return provider
+
+
 def _sdk_provider(
     provider: TracerProvider | None,
     environ: Mapping[str, str] | None,
     span_limits: SpanLimits | None,
 ) -> TracerProvider:
     if provider is not None:
-        return provider
-    current = trace.get_tracer_provider()
+        inner = _unwrapped(provider)
+        if not isinstance(inner, TracerProvider):
+            raise ConfigError(
+                f"provider is a {type(provider).__name__}, not the SDK's TracerProvider: pass "
+                "an opentelemetry.sdk.trace.TracerProvider"
+            )
+        return inner
+    current = _unwrapped(trace.get_tracer_provider())
     if isinstance(current, TracerProvider):
         return current
     if isinstance(current, trace.ProxyTracerProvider):
@@ -173,7 +221,9 @@ def install(
 
     Downstream, in order of precedence: ``downstream`` processors as given;
     ``BatchSpanProcessor(exporter)``; a ``BatchSpanProcessor`` around the OTLP
-    exporter that ``OTEL_EXPORTER_OTLP_*`` selects; nothing (events, metrics and
+    exporter that ``OTEL_EXPORTER_OTLP_*`` selects; else the processors already
+    on the provider (Phoenix's, Logfire's, Langfuse's, the user's own), taken out
+    of it and wrapped; else nothing, with a warning once (events, metrics and
     callbacks still happen). ``settings`` are :class:`ProcessorSettings` fields
     (``redact=True``, ``max_runs=...``); the policy and conventions come from
     ``OTEL_STALL_*`` unless given. ``span_limits`` are those ``provider`` was
@@ -189,6 +239,7 @@ def install(
             return existing
         resolved = ProcessorSettings.from_env(environ, **settings)
         processors: tuple[SpanProcessor, ...]
+        wrap = False
         if downstream is not None:
             processors = (
                 (downstream,) if isinstance(downstream, SpanProcessor) else tuple(downstream)
@@ -196,6 +247,7 @@ def install(
         else:
             chosen = exporter if exporter is not None else otlp_exporter_from_env(environ)
             processors = () if chosen is None else (BatchSpanProcessor(chosen),)
+            wrap = chosen is None
         processor = StallSpanProcessor(
             *processors,
             policy=policy or StallPolicy.from_env(environ),
@@ -206,9 +258,38 @@ def install(
             settings=resolved,
             span_limits=span_limits,
         )
-        target.add_span_processor(processor)
+        if not (wrap and _wrap_existing(target, processor)):
+            target.add_span_processor(processor)
         _INSTALLED.by_provider[target] = processor
         return processor
+
+
+def _wrap_existing(target: TracerProvider, processor: StallSpanProcessor) -> bool:
+    """Put ``processor`` in place of the provider's own processors, which it then wraps.
+
+    The swap is one store of the provider's processor tuple, under the lock the
+    SDK's ``add_span_processor`` takes, so no span ends while none is there.
+    Returns false, having warned, when there is nothing to wrap (the caller adds
+    the processor as usual) or the provider's processors cannot be read.
+    """
+    multi = getattr(target, "_active_span_processor", None)
+    lock = getattr(multi, "_lock", None)
+    if (
+        multi is None
+        or lock is None
+        or not isinstance(getattr(multi, "_span_processors", None), tuple)
+    ):
+        _warn_once("unreadable", _UNREADABLE.format(kind=type(target).__name__))
+        return False
+    with lock:
+        existing: tuple[SpanProcessor, ...] = multi._span_processors
+        if not existing:
+            _warn_once("nowhere", _NOWHERE)
+            return False
+        for inner in existing:
+            processor.add_span_processor(inner)
+        multi._span_processors = (processor,)
+    return True
 
 
 __all__ = ["adopt", "install", "installed_on", "otlp_exporter_from_env"]

@@ -5,7 +5,8 @@ Jaeger's JSON (the UI's "Download JSON" and the query API's
 ``{"data": [{"traceID", "spans", "processes"}]}``), Tempo's ``/api/traces/<id>``
 (``{"batches": [...]}``, OTLP/JSON with base64 ids), OTLP wrapped in
 ``{"trace": ...}`` (Tempo's v2 API) or ``{"result": ...}`` (Jaeger's v3 API),
-and Phoenix's span export (``{"data": [spans]}`` with ``context.trace_id``).
+and Phoenix's span export (``{"data": [spans]}`` with ``context.trace_id``, or
+OTLP/JSON spans from its ``/spans/otlpv1``).
 
 Each is turned into an OTLP/JSON traces object here, one span entry for one
 span entry, so the rest of the replay is unchanged: the same decoder, the
@@ -200,6 +201,11 @@ def _data(data: list[Any], ids: Ids) -> tuple[str, dict[str, Any]] | None:
         return JAEGER, _jaeger(data, ids)
     if "context" in first:
         return PHOENIX, _phoenix(data, ids)
+    if any(key in first for key in ("span_id", "spanId")):
+        # Phoenix's .../spans/otlpv1: the spans are OTLP/JSON already (snake_case keys).
+        return PHOENIX, ids.otlp(
+            {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": data}]}]}
+        )
     return None
 
 

@@ -266,7 +266,9 @@ def test_not_selected_beside_another_configurator_it_runs_that_one_and_says_noth
 ) -> None:
     """Found first and not chosen, it runs the other configurator and prints no "not loaded"."""
     ours, other = tmp_path / "ours", tmp_path / "other"
-    (own,) = (d for d in distributions() if d.metadata["Name"] == "otel-stall")
+    # The first one found: an editable install is found twice under `python -m pytest`
+    # (its egg-info in the working directory, and the dist-info in the virtualenv).
+    own = next(d for d in distributions() if d.metadata["Name"] == "otel-stall")
     _distribution(ours, "otel-stall", own.read_text("entry_points.txt") or "")
     _distribution(
         other,
