@@ -207,6 +207,8 @@ class OpenInferenceAttributes:
     """string: ``TOOL``, ``LLM``, ``AGENT``, ``CHAIN``, ..."""
     TOOL_NAME: Final = "tool.name"
     """string: the tool's name."""
+    AGENT_NAME: Final = "agent.name"
+    """string: the agent's name on AGENT spans (OpenAI Agents and newer instrumentors)."""
     INPUT_VALUE: Final = "input.value"
     """string: the span's input, often JSON."""
     OUTPUT_VALUE: Final = "output.value"
