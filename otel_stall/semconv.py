@@ -58,9 +58,15 @@ class StallAttributes:
     WASTED_TOKENS: Final = "stall.wasted.tokens"
     """int, run span: model tokens after the stall's onset; absent when none were captured."""
     WASTED_CALLS: Final = "stall.wasted.calls"
-    """int, run span: tool and model calls after the stall's onset (first warn or worse)."""
+    """int, run span: tool calls from the stall's onset to the run's end, the onset call included.
+
+    The onset is the first call that brought nothing new in the evidence of the finding
+    that first raised the verdict to warn or above (the first repeat, the first round of a
+    streak, a cycle's second period, the first repeated failure)."""
+    WASTED_MODEL_CALLS: Final = "stall.wasted.model_calls"
+    """int, run span: model calls that ended after the stall's onset call started."""
     WASTED_SECONDS: Final = "stall.wasted.seconds"
-    """double, run span: wall time from the stall's onset to the run's last call's end."""
+    """double, run span: wall time from the stall's onset call's start to the run's end."""
 
     TOOL_EXEMPT: Final = "stall.tool.exempt"
     """bool, set by a tool on its own span: it repeats by protocol (polling, waiting)."""
