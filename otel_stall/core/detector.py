@@ -32,18 +32,8 @@ Deliberate decisions of the detector itself (each rule's are in its module):
 - A refusal (``duplicate_call``, a failure loop's gate) is what the gate did,
   not evidence of a stall: it stays out of the verdict.
 - The stall began at the first call that brought nothing new in the evidence
-  of the finding that first raised the verdict to ``warn`` or above
-  (:attr:`Finding.onset_seq`): the first repeat of a repeated call, the first
-  round of a no-new-facts or refused-rounds streak, the second period of a
-  cycle, the first repeated failure of a failure loop. A finding of a model
-  call, a budget or a delegate begins it where it fired. Wasted cost runs from
-  there to the run's end: tool calls (the onset call included), model calls
-  that ended after the onset call started, their tokens, and the seconds from
-  the onset call's start. That call is in the past when the finding fires, so
-  until the onset each call that brought nothing new (or failed, or repeated)
-  leaves a mark of the run's model calls and tokens so far, the newest
-  :data:`MARKS` of them: a streak longer than that counts its tool calls
-  exactly and its model calls from the oldest mark kept.
+  of the finding that first raised the verdict to ``warn`` or above; waste runs
+  from there to the run's end (:mod:`otel_stall.core.waste`).
 - Memory is bounded: the report keeps the newest ``keep`` rows and findings,
   and every ``max_remembered_calls`` calls the oldest signatures are forgotten
   (items as soon as they exceed twice that). :attr:`RunDetector.nbytes`
@@ -87,6 +77,7 @@ from otel_stall.core.rules.base import (
 )
 from otel_stall.core.rules.novelty import Novelty
 from otel_stall.core.signing import Digests
+from otel_stall.core.waste import Waste
 
 _REFUSE: Final = Action.REFUSE
 _REFUSED_STATUS: Final = Status.REFUSED
@@ -100,13 +91,6 @@ FINDING_BYTES: Final = 480
 """Estimated bytes of one kept finding, its guidance message included."""
 DETECTOR_BYTES: Final = 1200
 """Estimated bytes of an empty detector: its own slots, deques, dicts and hook tuples."""
-MARKS: Final = 64
-"""Marks of possible onsets kept before a stall (see the module's decisions)."""
-MARK_BYTES: Final = 120
-"""Estimated bytes of one mark: a tuple of five ints and its deque slot."""
-
-Mark = tuple[int, int, int, int, int]
-"""A possible onset: (seq, start_ns, model calls, model calls with tokens, tokens) so far."""
 
 
 @dataclass(slots=True)
@@ -182,15 +166,7 @@ class RunDetector:
     _last_call: str | None = field(default=None, init=False)
     _call_consecutive: int = field(default=0, init=False)
     # wasted cost: from the stall's onset (see the module's decisions) to the run's end
-    _onset: Mark | None = field(default=None, init=False)
-    _marks: deque[Mark] | None = field(default=None, init=False)
-    """Calls that brought nothing new before the onset: where a stall may have begun."""
-    _model_calls: int = field(default=0, init=False)
-    """Model calls ended so far."""
-    _token_calls: int = field(default=0, init=False)
-    """Model calls ended so far that had their tokens captured."""
-    _tokens: int = field(default=0, init=False)
-    """Their tokens."""
+    _waste: Waste = field(default_factory=Waste, init=False)
     _end_ns: int = field(default=0, init=False)
     """The latest end of any call so far: the run's end, for the wasted time."""
     _now_ns: int = field(default=0, init=False)
@@ -291,10 +267,10 @@ class RunDetector:
             new_fact = self._acknowledged(digests)  # a bare "done" to a new call: progress
         if new_fact:
             self._new_fact_seq = seq
-        if self._onset is None and (
+        if self._waste.onset is None and (
             not new_fact or repeat_of is not None or call.status is not _OK
         ):
-            self._mark(seq, call.start_ns)  # a stall may have begun here
+            self._waste.mark(seq, call.start_ns)  # a stall may have begun here
         if (exempt or approval) and call.status is not _REFUSED_STATUS:
             self._changed_seq = seq
         facts = self._facts
@@ -434,8 +410,7 @@ class RunDetector:
         held = DETECTOR_BYTES + ROW_BYTES * len(self._rows) + FINDING_BYTES * len(self._findings)
         held += ENTRY_BYTES * (len(self._first_seen) + len(self._occurrences))
         held += self._novelty.nbytes
-        if self._marks is not None:
-            held += MARK_BYTES * len(self._marks)
+        held += self._waste.nbytes
         for rule in self._rules:
             held += rule.nbytes()
         return held
@@ -487,7 +462,7 @@ class RunDetector:
 
     def report(self) -> RunReport:
         """A snapshot of the run: verdict, stall score, findings, ledger and wasted cost."""
-        report = RunReport(
+        return RunReport(
             self.run_key,
             self.verdict,
             self.stall_score,
@@ -496,18 +471,7 @@ class RunDetector:
             self.findings,
             tuple(self._rows),
             {},
-        )
-        onset = self._onset
-        if onset is None:
-            return report
-        seq, start_ns, models, token_calls, tokens = onset
-        return replace(
-            report,
-            wasted_calls=max(0, self._calls - seq + 1),
-            wasted_tokens=self._tokens - tokens if self._token_calls > token_calls else None,
-            wasted_seconds=max(0, self._end_ns - start_ns) / 1e9,
-            wasted_model_calls=self._model_calls - models,
-            onset_seq=seq,
+            **self._waste.wasted(self._calls, self._end_ns),
         )
 
     # -- a tool call's facts ---------------------------------------------------
@@ -578,33 +542,7 @@ class RunDetector:
         """The run's clock, its model calls and their tokens (the wasted cost reads them)."""
         self._now_ns = call.end_ns
         self._end_ns = max(self._end_ns, call.end_ns)
-        self._model_calls += 1
-        tokens = call.input_tokens, call.output_tokens
-        if tokens != (None, None):
-            self._token_calls += 1
-            self._tokens += sum(t or 0 for t in tokens)
-
-    def _mark(self, seq: int, start_ns: int) -> None:
-        """Mark a call where a stall may have begun: the run's model calls and tokens so far."""
-        marks = self._marks
-        if marks is None:
-            marks = self._marks = deque(maxlen=MARKS)
-        marks.append((seq, start_ns, self._model_calls, self._token_calls, self._tokens))
-
-    def _onset_at(self, seq: int, moment_ns: int | None) -> Mark:
-        """The mark of the call ``seq`` the stall began at; 0: the moment it fired."""
-        marks = self._marks or ()
-        if 0 < seq <= self._calls:
-            for mark in marks:
-                if mark[0] >= seq:
-                    # exact, or (a streak longer than MARKS) the oldest mark kept
-                    return mark if mark[0] == seq else (seq, *mark[1:])
-            facts = self._facts
-            if facts.seq == seq:
-                start = facts.call.start_ns
-                return (seq, start, self._model_calls, self._token_calls, self._tokens)
-        now = self._now_ns if moment_ns is None else moment_ns
-        return (self._calls + 1, now, self._model_calls, self._token_calls, self._tokens)
+        self._waste.count(call)
 
     def _add_row(self, row: LedgerRow, current: Round, findings: list[Finding]) -> Observation:
         """Add the row to the ledger and its round, and record the call's findings.
@@ -666,9 +604,11 @@ class RunDetector:
             self._latest[finding.action] = (self._fired, finding)
             if finding.action is not _REFUSE:
                 self._worst = _worst(self._worst, (finding,))
-                if self._onset is None and ACTION_SEVERITY[self._worst] >= WARN_SEVERITY:
-                    self._onset = self._onset_at(finding.onset_seq, moment_ns)
-                    self._marks = None  # the onset is fixed: no more marks
+                waste = self._waste
+                if waste.onset is None and ACTION_SEVERITY[self._worst] >= WARN_SEVERITY:
+                    now = self._now_ns if moment_ns is None else moment_ns
+                    current = (self._facts.seq, self._facts.call.start_ns)
+                    waste.fix(finding.onset_seq, self._calls, current, now)
 
 
 def gate_digests(

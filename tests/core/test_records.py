@@ -64,7 +64,7 @@ SAMPLES: dict[type[Any], tuple[Any, ...]] = {
     ),
     LedgerRow: dataclasses.astuple(_ROW),
     Finding: dataclasses.astuple(_FINDING),
-    RunReport: ("run", Verdict.WARN, 0.5, 3, 2, (_FINDING,), (_ROW,), {"agent": "a"}, 1, 120, 2.5),
+    RunReport: ("run", Verdict.WARN, 0.5, 3, 2, (_FINDING,), (_ROW,), {"agent": "a"}, 1, 120, 2.5, 2, 3),
     Digests: ("c" * 16, None, "s" * 16, Content.PRESENT, Content.ABSENT, ("i" * 16,), 0x5EED),
     Observation: (_ROW, (_FINDING,)),
 }
