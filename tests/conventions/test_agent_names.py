@@ -1,5 +1,6 @@
-"""A run's agent name: ``gen_ai.agent.name``, the convention's own key, then the agent span's
-name (issue 28 item 4), read from the real OpenInference framework captures.
+"""A run's agent name: the GenAI key, the convention's own key, then the agent span's name.
+
+Issue 28 item 4, read from the real OpenInference framework captures.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Reasoning parts are the model's output: a model that thinks the same thing again is seen
-(issue 28 item 3).
+"""Reasoning parts are the model's output: a model that thinks the same thing again is seen.
+
+Issue 28 item 3.
 
 ``gen_ai.output.messages`` may hold ``{"type": "reasoning"}`` (or ``"thinking"``) parts
 beside, or instead of, text: monologue and chanting read them as what the model said.

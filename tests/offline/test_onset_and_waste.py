@@ -1,5 +1,7 @@
-"""One onset and one waste, live and replayed: a repeat, a reworded, a refused, a cycle and a
-failure loop each report the calls that brought nothing as wasted (issue 28 item 1).
+"""One onset and one waste, live and replayed, for five kinds of loop (issue 28 item 1).
+
+A repeat, a reworded, a refused, a cycle and a failure loop each report the calls that
+brought nothing as wasted.
 
 Each loop runs through a real ``TracerProvider`` and :class:`StallSpanProcessor` (the
 refused loop is the demo's own agent, asking the live gate), is captured as OTLP/JSON

@@ -17,9 +17,9 @@ from otel_stall.offline.preview import PREVIEW_CHARS, argument_preview
 from otel_stall.offline.report import (
     DEFAULT_LIMIT,
     ReportOptions,
+    evidence_start,
     finding_lines,
     ledger_groups,
-    evidence_start,
     render_json,
     render_markdown,
     render_table,
