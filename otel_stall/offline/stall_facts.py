@@ -78,8 +78,13 @@ def evidence_start(finding: Finding) -> int:
 
 
 def wasted_text(calls: int, model_calls: int, tokens: str, seconds: float) -> str:
-    """``5 tool calls, 5 model calls, 1,200 tokens, 3.1 s``: the one wording of a stall's cost."""
-    return f"{_n(calls, 'tool call')}, {_n(model_calls, 'model call')}, {tokens}, {seconds:.1f} s"
+    """``5 tool calls, 5 model calls, 1,200 tokens, 3.1 s``: the one wording of a stall's cost.
+
+    Model calls are left out when there were none (a run without model spans): the
+    tool calls are always named as such, never summed with them.
+    """
+    models = f", {_n(model_calls, 'model call')}" if model_calls else ""
+    return f"{_n(calls, 'tool call')}{models}, {tokens}, {seconds:.1f} s"
 
 
 def call_counts(report: RunReport) -> str:
