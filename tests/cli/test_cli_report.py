@@ -119,6 +119,8 @@ def test_demo_researcher_stops_at_break_and_leaves_no_temp_folder(tmp_path: Path
     assert "5 of 7 tool calls repeated or refused" in out
     assert "stalled from seq 3" in out
     assert "wasted since the stall began: 5 tool calls, 5 model calls" in out
+    # the live narration and the replay say the same
+    assert "the stall began at call 3; wasted since: 5 tool calls, 5 model calls" in out
 
 
 def test_demo_capture_keeps_the_spans(tmp_path: Path) -> None:

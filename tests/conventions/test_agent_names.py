@@ -31,7 +31,7 @@ FRAMEWORKS = Path(__file__).parent.parent / "frameworks"
 def test_openinference_runs_are_named_after_their_agent(path: str, agents: list[str]) -> None:
     """Every run of these captures has its agent's name, none is left as "run"."""
     result = replay(str(FRAMEWORKS / path))
-    assert sorted(r.attributes.get("agent") for r in result.reports) == sorted(agents)
+    assert sorted(str(r.attributes.get("agent")) for r in result.reports) == sorted(agents)
 
 
 @pytest.mark.parametrize(
