@@ -56,7 +56,8 @@ class StallAttributes:
     Refusals get no ``stall.detected`` event (a loop has one on every repeated
     call): each shows on its tool span's ``stall.action``, and this counts them."""
     WASTED_TOKENS: Final = "stall.wasted.tokens"
-    """int, run span: model tokens after the stall's onset; absent when none were captured."""
+    """int, run span: tokens of the model calls counted in ``stall.wasted.model_calls``; absent
+    when none of them had their usage captured."""
     WASTED_CALLS: Final = "stall.wasted.calls"
     """int, run span: tool calls from the stall's onset to the run's end, the onset call included.
 
