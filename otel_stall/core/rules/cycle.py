@@ -10,8 +10,11 @@ Decisions:
   and fires at full periods: ``cycle_warn_at`` periods warn, ``cycle_break_at``
   break. Only a primitive period fires (A B A B is the 2-cycle's, not the
   4-cycle's; k identical calls are the repeat rule's): one loop is reported once.
-- Memory is O(``max_cycle_length``) per run: a ring of the last signatures and
-  one count per period.
+- Its finding's tool names every tool of one period, each once, in the cycle's
+  order (``get_weather, get_time``): a label naming one of them hides the loop.
+  The stall began with the second period, the first call that brought nothing.
+- Memory is O(``max_cycle_length``) per run: a ring of the last signatures (and
+  their tools) and one count per period.
 """
 
 from __future__ import annotations
