@@ -240,10 +240,17 @@ class _Narrator:
             self.out.write(f"      {printable(step.refusal.message)}\n")
 
     def stopped(self, stalled: StallDetected) -> None:
+        from otel_stall.offline.stall_facts import wasted
+
+        report = stalled.report
         self.out.write(
-            f"  stopped: the run reached {stalled.report.verdict.value}; the model is told:\n"
+            f"  stopped: the run reached {report.verdict.value}; the model is told:\n"
             f"      {printable(str(stalled))}\n"
         )
+        if report.wasted_calls is not None:
+            self.out.write(
+                f"  the stall began at call {report.onset_seq}; wasted since: {wasted(report)}\n"
+            )
 
 
 def _print_live_findings(

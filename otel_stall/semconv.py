@@ -56,11 +56,18 @@ class StallAttributes:
     Refusals get no ``stall.detected`` event (a loop has one on every repeated
     call): each shows on its tool span's ``stall.action``, and this counts them."""
     WASTED_TOKENS: Final = "stall.wasted.tokens"
-    """int, run span: model tokens after the stall's onset; absent when none were captured."""
+    """int, run span: tokens of the model calls counted in ``stall.wasted.model_calls``; absent
+    when none of them had their usage captured."""
     WASTED_CALLS: Final = "stall.wasted.calls"
-    """int, run span: tool and model calls after the stall's onset (first warn or worse)."""
+    """int, run span: tool calls from the stall's onset to the run's end, the onset call included.
+
+    The onset is the first call that brought nothing new in the evidence of the finding
+    that first raised the verdict to warn or above (the first repeat, the first round of a
+    streak, a cycle's second period, the first repeated failure)."""
+    WASTED_MODEL_CALLS: Final = "stall.wasted.model_calls"
+    """int, run span: model calls that ended after the stall's onset call started."""
     WASTED_SECONDS: Final = "stall.wasted.seconds"
-    """double, run span: wall time from the stall's onset to the run's last call's end."""
+    """double, run span: wall time from the stall's onset call's start to the run's end."""
 
     TOOL_EXEMPT: Final = "stall.tool.exempt"
     """bool, set by a tool on its own span: it repeats by protocol (polling, waiting)."""
@@ -207,6 +214,8 @@ class OpenInferenceAttributes:
     """string: ``TOOL``, ``LLM``, ``AGENT``, ``CHAIN``, ..."""
     TOOL_NAME: Final = "tool.name"
     """string: the tool's name."""
+    AGENT_NAME: Final = "agent.name"
+    """string: the agent's name on AGENT spans (OpenAI Agents and newer instrumentors)."""
     INPUT_VALUE: Final = "input.value"
     """string: the span's input, often JSON."""
     OUTPUT_VALUE: Final = "output.value"

@@ -90,12 +90,19 @@ def _wasted_json(wasted: Any) -> dict[str, Any] | None:
     """A run's wasted cost in ``compare --format json``; ``null`` for a run that never stalled."""
     if wasted is None:
         return None
-    return {"calls": wasted.calls, "tokens": wasted.tokens, "seconds": wasted.seconds}
+    return {
+        "from_seq": wasted.from_seq,
+        "calls": wasted.calls,
+        "model_calls": wasted.model_calls,
+        "tokens": wasted.tokens,
+        "seconds": wasted.seconds,
+    }
 
 
 def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """Compare the loops of two runs: shared loops point at the prompt or schema."""
     from otel_stall.core.compare import Conclusion, compare_runs
+    from otel_stall.offline.stall_facts import wasted_text
 
     policy = policy_from_args(args)
     conventions = conventions_from_args(args)
@@ -134,10 +141,12 @@ def cmd_compare(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         stdout.write(f"conclusion: {comparison.conclusion.value}\n{explanation}\n")
         for name, wasted in (("A", comparison.wasted_a), ("B", comparison.wasted_b)):
             if wasted is not None:
-                tokens = "not captured" if wasted.tokens is None else wasted.tokens
+                tokens = (
+                    "tokens not captured" if wasted.tokens is None else f"{wasted.tokens:,} tokens"
+                )
+                cost = wasted_text(wasted.calls, wasted.model_calls, tokens, wasted.seconds)
                 stdout.write(
-                    f"  wasted {name}: {wasted.calls} calls, tokens {tokens}, "
-                    f"{wasted.seconds:.1f} s since the stall began\n"
+                    f"  wasted {name}: {cost} since the stall began (seq {wasted.from_seq})\n"
                 )
         for name, sigs in sections:
             for s in sigs:

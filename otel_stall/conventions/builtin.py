@@ -24,6 +24,7 @@ from otel_stall.conventions.content import (
     without_call_ids,
 )
 from otel_stall.conventions.mappings import BUILTIN, SpanConvention
+from otel_stall.conventions.names import name_from_span
 from otel_stall.core import chanting
 from otel_stall.core.config import ConfigError, env_field, parse_int, parse_names, resolve
 from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall
@@ -31,6 +32,7 @@ from otel_stall.core.run_state import Role
 from otel_stall.semconv import ErrorAttributes as Err
 from otel_stall.semconv import GenAIAttributes as GenAI
 from otel_stall.semconv import GenAIOperation as Op
+from otel_stall.semconv import OpenInferenceAttributes as OI
 from otel_stall.semconv import PydanticAIAttributes as PAI
 from otel_stall.semconv import StallAttributes as Stall
 from otel_stall.semconv import TraceloopAttributes as TL
@@ -559,15 +561,25 @@ class Conventions:
 Conventions.BUILTIN = Conventions()
 
 
-def agent_name(attributes: Any) -> str | None:
-    """The agent's name as the conventions spell it, if any."""
-    name = (
-        attributes.get(GenAI.AGENT_NAME)
-        or attributes.get(TL.ENTITY_NAME)
-        or attributes.get(PAI.AGENT_NAME)
-        or attributes.get(AI.FUNCTION_ID)
-    )
-    return None if name is None else str(name)
+def agent_name(attributes: Any, span_name: str | None = None) -> str | None:
+    """The agent's name: ``gen_ai.agent.name``, a convention's own key, else the span's name.
+
+    ``span_name`` is the agent span's name, where the caller has one: most
+    OpenInference instrumentors set no name key but name the span after the
+    agent (:func:`otel_stall.conventions.names.name_from_span`).
+    """
+    name = None
+    if attributes:
+        name = (
+            attributes.get(GenAI.AGENT_NAME)
+            or attributes.get(OI.AGENT_NAME)
+            or attributes.get(TL.ENTITY_NAME)
+            or attributes.get(PAI.AGENT_NAME)
+            or attributes.get(AI.FUNCTION_ID)
+        )
+    if name is None:
+        return None if span_name is None else name_from_span(span_name)
+    return str(name)
 
 
 def is_role_span_name(name: str) -> bool:

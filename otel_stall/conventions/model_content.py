@@ -90,16 +90,28 @@ OUTPUT_KEY_PREFIXES: Final = (GenAI.OUTPUT_MESSAGES, _OI_OUTPUT_PREFIX, _TL_COMP
 """Every attribute :func:`output_text` reads starts with one of these."""
 
 
+_SAID_PARTS: Final = frozenset({"text", "reasoning", "thinking"})
+"""Part types that are the model's own words: its answer and its reasoning. A model that
+thinks the same thing again and again is as stuck as one that says it (monologue, chanting)."""
+
+
+def _part_text(part: Mapping[str, Any]) -> str:
+    """A text or reasoning part's words: ``content``, else ``thinking`` or ``text``."""
+    for key in ("content", "thinking", "text"):
+        value = part.get(key)
+        if isinstance(value, str):
+            return value
+    return ""
+
+
 def _parts_text(message: Any) -> list[str]:
-    """The text of one GenAI message: its ``text`` parts (or a plain ``content``)."""
+    """The words of one GenAI message: its text and reasoning parts (or a plain ``content``)."""
     if not isinstance(message, Mapping) or message.get("role", "assistant") != "assistant":
         return []
     parts = message.get("parts")
     if isinstance(parts, list):
         return [
-            str(p.get("content", ""))
-            for p in parts
-            if isinstance(p, Mapping) and p.get("type") == "text"
+            _part_text(p) for p in parts if isinstance(p, Mapping) and p.get("type") in _SAID_PARTS
         ]
     content = message.get("content")
     return [content] if isinstance(content, str) else []
@@ -143,7 +155,7 @@ def _flattened(attrs: Mapping[str, Any]) -> list[str]:
 
 
 def _blocks_text(blocks: list[Any]) -> list[str]:
-    """Content blocks: ``{"text": ...}`` (Strands, Bedrock), ``{"type": "text", ...}``, text."""
+    """Content blocks: ``{"text": ...}`` (Strands, Bedrock), text or reasoning parts, text."""
     texts: list[str] = []
     for block in blocks:
         if isinstance(block, str):
@@ -154,8 +166,8 @@ def _blocks_text(blocks: list[Any]) -> list[str]:
                 texts.append(text)
             elif "role" in block or "parts" in block:
                 texts += _message_text(block)
-            elif block.get("type") == "text" and isinstance(block.get("content"), str):
-                texts.append(block["content"])
+            elif block.get("type") in _SAID_PARTS:
+                texts.append(_part_text(block))
     return texts
 
 

@@ -58,16 +58,27 @@ class Wasted:
     """What one run's loop cost after its stall began (see :class:`RunReport`)."""
 
     calls: int
+    """Tool calls from the stall's onset on, the onset call included."""
     tokens: int | None
     """``None`` when the run's token usage was not captured."""
     seconds: float
+    model_calls: int = 0
+    """Model calls that ended after the onset call started."""
+    from_seq: int | None = None
+    """The seq the stall began at."""
 
     @classmethod
     def of(cls, report: RunReport) -> Wasted | None:
         """The run's wasted cost, or ``None`` for a run that never stalled."""
         if report.wasted_calls is None:
             return None
-        return cls(report.wasted_calls, report.wasted_tokens, report.wasted_seconds or 0.0)
+        return cls(
+            report.wasted_calls,
+            report.wasted_tokens,
+            report.wasted_seconds or 0.0,
+            report.wasted_model_calls or 0,
+            report.onset_seq,
+        )
 
 
 @dataclass(frozen=True, slots=True)

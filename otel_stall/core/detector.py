@@ -31,7 +31,9 @@ Deliberate decisions of the detector itself (each rule's are in its module):
   round, so its row carries the action.
 - A refusal (``duplicate_call``, a failure loop's gate) is what the gate did,
   not evidence of a stall: it stays out of the verdict.
-- Wasted cost runs from the first finding at ``warn`` or above to the run's end.
+- The stall began at the first call that brought nothing new in the evidence
+  of the finding that first raised the verdict to ``warn`` or above; waste runs
+  from there to the run's end (:mod:`otel_stall.core.waste`).
 - Memory is bounded: the report keeps the newest ``keep`` rows and findings,
   and every ``max_remembered_calls`` calls the oldest signatures are forgotten
   (items as soon as they exceed twice that). :attr:`RunDetector.nbytes`
@@ -62,6 +64,7 @@ from otel_stall.core.records import (
     Verdict,
 )
 from otel_stall.core.rules import GATES, RULES
+from otel_stall.core.rules.acknowledgement import acknowledgements
 from otel_stall.core.rules.base import (
     CONTINUE,
     ENTRY_BYTES,
@@ -74,9 +77,11 @@ from otel_stall.core.rules.base import (
 )
 from otel_stall.core.rules.novelty import Novelty
 from otel_stall.core.signing import Digests
+from otel_stall.core.waste import Waste
 
 _REFUSE: Final = Action.REFUSE
 _REFUSED_STATUS: Final = Status.REFUSED
+_OK: Final = Status.OK
 _R = TypeVar("_R", bound=Rule)
 
 ROW_BYTES: Final = 232
@@ -133,6 +138,8 @@ class RunDetector:
     _refiners: tuple[Rule, ...] = field(init=False)
     """The rules that may overrule a fresh result's novelty."""
     _novelty: Novelty = field(init=False)
+    _acks: frozenset[str] | None = field(default=None, init=False)
+    """The policy's acknowledgement digests, looked up the first time a run needs them."""
     _facts: Facts = field(init=False)
     """The facts of the call being judged (one object, filled in per call)."""
     _new_fact_seq: int = field(default=0, init=False)
@@ -158,10 +165,8 @@ class RunDetector:
     _consecutive: int = field(default=0, init=False)
     _last_call: str | None = field(default=None, init=False)
     _call_consecutive: int = field(default=0, init=False)
-    # wasted cost: from the first finding at warn or above to the run's end
-    _onset_ns: int | None = field(default=None, init=False)
-    _wasted_calls: int = field(default=0, init=False)
-    _wasted_tokens: int | None = field(default=None, init=False)
+    # wasted cost: from the stall's onset (see the module's decisions) to the run's end
+    _waste: Waste = field(default_factory=Waste, init=False)
     _end_ns: int = field(default=0, init=False)
     """The latest end of any call so far: the run's end, for the wasted time."""
     _now_ns: int = field(default=0, init=False)
@@ -217,12 +222,11 @@ class RunDetector:
 
         Fed when the call ends, in the order calls end, after :meth:`model_call`.
         """
-        self._count_model_call(call)
         fired = [f for rule in self._on_model_end if (f := rule.on_model_end(call, self))]
-        if not fired:
-            return ()
         findings = tuple(fired)
-        self._record(findings)
+        if findings:  # a stall that begins here begins with this call, which is wasted
+            self._record(findings, call.start_ns)
+        self._count_model_call(call)
         return findings
 
     def delegate_ended(
@@ -259,8 +263,14 @@ class RunDetector:
         new_fact = self._novelty.judge(call.status, digests, exempt or approval)
         if new_fact is None:  # a result never seen whole: refining rules may overrule it
             new_fact = not self._refiners or self._refined(digests)
+        elif not new_fact and repeat_of is None and signature is not None:
+            new_fact = self._acknowledged(digests)  # a bare "done" to a new call: progress
         if new_fact:
             self._new_fact_seq = seq
+        if self._waste.onset is None and (
+            not new_fact or repeat_of is not None or call.status is not _OK
+        ):
+            self._waste.mark(seq, call.start_ns)  # a stall may have begun here
         if (exempt or approval) and call.status is not _REFUSED_STATUS:
             self._changed_seq = seq
         facts = self._facts
@@ -269,13 +279,12 @@ class RunDetector:
         facts.consecutive = consecutive = self._back_to_back(signature)
         facts.same = self._same_call_in_a_row(digests.call_signature)
         facts.exempt, facts.approval, facts.new_fact = exempt, approval, new_fact
-        # The run's clock and, after a stall's onset, one more wasted call: inline, as
-        # every call pays for it (a method call costs more than these lines).
+        # The run's clock: inline, as every call pays for it (a method call costs more).
         end = self._now_ns = call.end_ns
         if end > self._end_ns:  # noqa: PLR1730 - a compare is cheaper than max()
             self._end_ns = end
-        if self._onset_ns is not None:
-            self._wasted_calls += 1
+        if call.status is _REFUSED_STATUS and repeat_of is None:
+            self._repeats += 1  # a refused call is a repeat the gate stopped
         state = CONTINUE
         # One pass over the rules, in order; a repeat also asks those judging repeats only.
         if repeat_of is None:
@@ -350,7 +359,7 @@ class RunDetector:
 
     @property
     def stall_score(self) -> float:
-        """The verdict's quarter of [0, 1), placed in it by the share of repeated calls.
+        """The verdict's quarter of [0, 1), placed in it by the share of repeated or refused calls.
 
         The module's :func:`stall_score` over every call of the run (kept rows or not).
         """
@@ -401,6 +410,7 @@ class RunDetector:
         held = DETECTOR_BYTES + ROW_BYTES * len(self._rows) + FINDING_BYTES * len(self._findings)
         held += ENTRY_BYTES * (len(self._first_seen) + len(self._occurrences))
         held += self._novelty.nbytes
+        held += self._waste.nbytes
         for rule in self._rules:
             held += rule.nbytes()
         return held
@@ -414,6 +424,13 @@ class RunDetector:
     def changed_seq(self) -> int:
         """The seq of the latest exempt or approval call that ran (0: none yet)."""
         return self._changed_seq
+
+    def _acknowledged(self, digests: Digests) -> bool:
+        """Whether a result seen before is a bare acknowledgement (see its module)."""
+        acks = self._acks
+        if acks is None:
+            acks = self._acks = acknowledgements(self.policy.signer)
+        return digests.result_digest in acks
 
     def _refined(self, digests: Digests) -> bool:
         """Whether every refining rule still calls a result with a fresh digest new."""
@@ -445,7 +462,6 @@ class RunDetector:
 
     def report(self) -> RunReport:
         """A snapshot of the run: verdict, stall score, findings, ledger and wasted cost."""
-        onset = self._onset_ns
         return RunReport(
             self.run_key,
             self.verdict,
@@ -455,9 +471,7 @@ class RunDetector:
             self.findings,
             tuple(self._rows),
             {},
-            None if onset is None else self._wasted_calls,
-            None if onset is None else self._wasted_tokens,
-            None if onset is None else max(0, self._end_ns - onset) / 1e9,
+            **self._waste.wasted(self._calls, self._end_ns),
         )
 
     # -- a tool call's facts ---------------------------------------------------
@@ -525,15 +539,10 @@ class RunDetector:
         return same
 
     def _count_model_call(self, call: ModelCall) -> None:
-        """The run's clock and, after a stall's onset, a wasted call and its tokens."""
+        """The run's clock, its model calls and their tokens (the wasted cost reads them)."""
         self._now_ns = call.end_ns
         self._end_ns = max(self._end_ns, call.end_ns)
-        if self._onset_ns is None:
-            return
-        self._wasted_calls += 1
-        tokens = call.input_tokens, call.output_tokens
-        if tokens != (None, None):
-            self._wasted_tokens = (self._wasted_tokens or 0) + sum(t or 0 for t in tokens)
+        self._waste.count(call)
 
     def _add_row(self, row: LedgerRow, current: Round, findings: list[Finding]) -> Observation:
         """Add the row to the ledger and its round, and record the call's findings.
@@ -578,11 +587,13 @@ class RunDetector:
                 fired += (finding,)
         return fired
 
-    def _record(self, findings: Sequence[Finding]) -> None:
+    def _record(self, findings: Sequence[Finding], moment_ns: int | None = None) -> None:
         """Keep the findings, numbered, and the latest of each action; track the worst action.
 
         A refusal (``duplicate_call``, a failure loop's gate) is what the gate did, not
-        evidence of a stall: it stays out of the verdict.
+        evidence of a stall: it stays out of the verdict. The finding that first raises
+        the verdict to ``warn`` fixes the onset; ``moment_ns`` is when a stall that
+        begins where it fired began (default: now).
         """
         kept = self._findings
         if not kept:
@@ -593,8 +604,11 @@ class RunDetector:
             self._latest[finding.action] = (self._fired, finding)
             if finding.action is not _REFUSE:
                 self._worst = _worst(self._worst, (finding,))
-        if self._onset_ns is None and ACTION_SEVERITY[self._worst] >= WARN_SEVERITY:
-            self._onset_ns = self._now_ns
+                waste = self._waste
+                if waste.onset is None and ACTION_SEVERITY[self._worst] >= WARN_SEVERITY:
+                    now = self._now_ns if moment_ns is None else moment_ns
+                    current = (self._facts.seq, self._facts.call.start_ns)
+                    waste.fix(finding.onset_seq, self._calls, current, now)
 
 
 def gate_digests(
@@ -625,7 +639,8 @@ def stall_score(rows: Iterable[LedgerRow], verdict: Verdict) -> float:
     """The run report's ``stall.score``, from a run's ledger rows and its verdict.
 
     ``(severity + repeats / rows) / 4``, severity 0 (ok) to 3 (break), repeats
-    the rows that repeat an earlier full signature: each verdict has its
+    the rows that repeat an earlier full signature or were refused (a refused
+    call is a repeat the gate stopped before it ran): each verdict has its
     quarter of [0, 1), so a ``break`` never scores below a ``warn``, and within
     one verdict a run that repeated more scores higher. The verdict is an
     argument because rows alone do not carry it (round-level findings fire
@@ -635,7 +650,7 @@ def stall_score(rows: Iterable[LedgerRow], verdict: Verdict) -> float:
     total = repeats = 0
     for row in rows:
         total += 1
-        repeats += row.repeat_of is not None
+        repeats += row.repeat_of is not None or row.status is _REFUSED_STATUS
     return _score(verdict, repeats, total)
 
 

@@ -249,6 +249,10 @@ class Finding:
     seq: int
     round: int
     message: str
+    onset_seq: int = 0
+    """Where the stall began by this finding's evidence: its first call that brought nothing
+    new (the first repeat, the second period of a cycle, the first repeated failure, the
+    first round of a streak). 0: where it fired (a model call, a budget, a delegate)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,12 +271,20 @@ class RunReport:
     attributes: dict[str, Any] = field(default_factory=dict)
     """Free-form context from the edge (trace id, agent name); the detector ignores it."""
     wasted_calls: int | None = None
-    """Tool and model calls after the stall's onset (its first finding at ``warn`` or above);
-    ``None`` for a run that never stalled."""
+    """Tool calls from the stall's onset to the run's end, the onset call included;
+    ``None`` for a run that never stalled. The onset is :attr:`Finding.onset_seq` of the
+    finding that first raised the verdict to ``warn`` or above."""
     wasted_tokens: int | None = None
-    """Model tokens (input and output) after the onset; ``None`` when none were captured."""
+    """Model tokens (input and output) of the model calls after the onset; ``None`` when
+    none were captured."""
     wasted_seconds: float | None = None
-    """Wall time from the onset to the run's last call's end; ``None`` without a stall."""
+    """Wall time from the onset call's start to the run's last call's end; ``None`` without
+    a stall."""
+    wasted_model_calls: int | None = None
+    """Model calls that ended after the onset call started; ``None`` without a stall."""
+    onset_seq: int | None = None
+    """The seq of the call the stall began at (one past the last tool call when it began at
+    a model call after it); ``None`` without a stall."""
 
     @property
     def detected(self) -> bool:

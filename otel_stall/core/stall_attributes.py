@@ -119,6 +119,8 @@ def run_span_attributes(report: RunReport) -> dict[str, AttributeValue]:
         attrs[Stall.REFUSALS] = refusals
     if report.wasted_calls is not None:
         attrs[Stall.WASTED_CALLS] = report.wasted_calls
+    if report.wasted_model_calls is not None:
+        attrs[Stall.WASTED_MODEL_CALLS] = report.wasted_model_calls
     if report.wasted_seconds is not None:
         attrs[Stall.WASTED_SECONDS] = float(report.wasted_seconds)
     if report.wasted_tokens is not None:

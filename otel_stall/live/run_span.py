@@ -148,7 +148,7 @@ def report_attributes(run: Run, span: ReadableSpan | None) -> dict[str, Any]:
     return {
         "trace_id": run.run_key[0],
         "run_span_id": None if ctx is None else format(ctx.span_id, "016x"),
-        "agent": agent_name(attributes) if attributes and run.span_id else None,
+        "agent": agent_name(attributes, span.name) if span is not None and run.span_id else None,
     }
 
 

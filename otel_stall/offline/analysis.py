@@ -162,7 +162,7 @@ class TraceAnalyzer:
             if self._agents is None:
                 self._agents = {}
             self._agents[span_id] = (
-                agent_name(span.attributes),
+                agent_name(span.attributes, span.name),
                 span.end_ns,
                 parent,
                 span.start_ns,
@@ -210,7 +210,7 @@ class TraceAnalyzer:
         digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
         if self._tools is None:
             self._tools = {}
-        agent = agent_name(span.attributes)
+        agent = agent_name(span.attributes, span.name)
         self._tools[span.span_id] = (_payload_free(call), digests, parent, agent)
         self._previews = facts.keep_heads(self._previews, call, digests)
 

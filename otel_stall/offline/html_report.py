@@ -37,6 +37,7 @@ from otel_stall.offline.report import (
     select_runs,
     stall_onset,
     summary_facts,
+    wasted,
 )
 
 __all__ = ["TRACE_ID_FIELD", "call_class", "covered_seqs", "render_html", "trace_link"]
@@ -144,7 +145,7 @@ def _runs_table(runs: Sequence[RunReport], trace_url: str | None) -> str:
             ("Tool calls", "num"),
             ("Model rounds", "num"),
             ("Findings", "num"),
-            ("Wasted calls", "num"),
+            ("Wasted tool calls", "num"),
             ("Trace", "text"),
         )
     )
@@ -249,14 +250,11 @@ def _aside(
 
 
 def _cost(report: RunReport, onset: int | None) -> str:
-    """What the stall took, from its onset on (issue #19's wasted tokens and time join here)."""
-    if onset is None:
+    """What the stall took, from its onset on: the one wording of the wasted cost."""
+    if report.wasted_calls is None:
         return f"No stall onset; {report.tool_calls:,} tool calls in {report.rounds:,} rounds."
-    after = sum(1 for row in report.ledger if row.seq >= onset)
-    return (
-        f"Stalled from seq {onset}: {after:,} of {len(report.ledger):,} tool calls "
-        "came from the onset on."
-    )
+    where = f"Stalled from seq {onset}" if onset is not None else "Stalled after the last tool call"
+    return f"{where}; wasted since: {wasted(report)}."
 
 
 def _ledger_data(report: RunReport, options: ReportOptions) -> str:

@@ -31,6 +31,7 @@ from otel_stall.offline.report import (
     seq_span,
     shown_groups,
     summary_facts,
+    wasted,
 )
 
 __all__ = ["render_markdown"]
@@ -67,6 +68,8 @@ def _markdown_run(report: RunReport, options: ReportOptions) -> list[str]:
         f"{call_counts(report)}",
         "",
     ]
+    if report.wasted_calls is not None:
+        lines += [f"Wasted since the stall began: {wasted(report)}.", ""]
     findings = finding_lines(report, redact=options.redact)
     if findings:
         lines += ["### Findings", ""]

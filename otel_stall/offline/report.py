@@ -24,6 +24,14 @@ from otel_stall.core.errors import InputError
 from otel_stall.core.escape import printable
 from otel_stall.core.records import ACTION_SEVERITY, Action, Finding, LedgerRow, RunReport, Verdict
 from otel_stall.offline.replay import ReplayResult
+from otel_stall.offline.stall_facts import (
+    call_counts,
+    evidence_start,
+    score_explanation,
+    stall_onset,
+    wasted,
+    wasted_text,
+)
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -36,6 +44,7 @@ __all__ = [
     "collapse_findings",
     "elided_note",
     "error_json",
+    "evidence_start",
     "finding_json",
     "finding_lines",
     "finding_text",
@@ -55,6 +64,8 @@ __all__ = [
     "shown_groups",
     "stall_onset",
     "summary_facts",
+    "wasted",
+    "wasted_text",
 ]
 
 DEFAULT_LIMIT: Final = 20
@@ -113,6 +124,7 @@ def finding_json(finding: Finding, preview: str | None = None) -> dict[str, Any]
         "count": finding.count,
         "first_seq": finding.first_seq,
         "seq": finding.seq,
+        "onset_seq": finding.onset_seq or None,
         "round": finding.round,
         "message": finding.message,
         "arguments_preview": preview,
@@ -153,7 +165,9 @@ def run_json(report: RunReport, *, redact: bool = False) -> dict[str, Any]:
         "tool_calls": report.tool_calls,
         "rounds": report.rounds,
         "wasted": {
+            "from_seq": report.onset_seq,
             "calls": report.wasted_calls,
+            "model_calls": report.wasted_model_calls,
             "tokens": report.wasted_tokens,
             "seconds": report.wasted_seconds,
         },
@@ -294,10 +308,11 @@ def _total_wasted(reports: Sequence[RunReport]) -> str | None:
     if not stalled:
         return None
     calls = sum(r.wasted_calls or 0 for r in stalled)
+    models = sum(r.wasted_model_calls or 0 for r in stalled)
     seconds = sum(r.wasted_seconds or 0.0 for r in stalled)
     counted = [r.wasted_tokens for r in stalled if r.wasted_tokens is not None]
     tokens = f"{sum(counted):,} tokens" if counted else "tokens not captured"
-    return f"{_n(calls, 'call')}, {tokens}, {seconds:.1f} s ({_n(len(stalled), 'stalled run')})"
+    return f"{wasted_text(calls, models, tokens, seconds)} ({_n(len(stalled), 'stalled run')})"
 
 
 def _blind_spots(
@@ -336,43 +351,6 @@ def run_title(report: RunReport) -> str:
     if attrs.get("session"):  # a session run: its calls span many traces
         where.append(f"session {attrs['session']}")
     return f"{agent}" + (f" ({', '.join(where)})" if where else "")
-
-
-def score_explanation(report: RunReport) -> str:
-    """The stall score and, in a few words, why it is what it is for this run.
-
-    The definition is ``RunDetector.stall_score``'s: the verdict's quarter of
-    [0, 1), placed in it by the share of tool calls that repeated an earlier call
-    and its result. If the ledger the report kept does not give the same number
-    (a ledger cut short), the counts are left out rather than explained wrongly.
-    """
-    rows = report.ledger
-    repeats = sum(1 for row in rows if row.repeat_of is not None)
-    text = f"stall score {report.stall_score:.2f}"
-    severity = report.verdict.severity
-    if rows and abs((severity + repeats / len(rows)) / 4 - report.stall_score) < 1e-9:
-        return (
-            f"{text}: {report.verdict.value}, {repeats} of {_n(len(rows), 'tool call')} "
-            "repeated (same call, same result)"
-        )
-    if not rows and report.stall_score == 0:
-        return f"{text}: no tool calls"
-    return f"{text} (the verdict's quarter of [0, 1), placed by the share of repeated calls)"
-
-
-def stall_onset(report: RunReport) -> int | None:
-    """The seq where the run stalled: its first call at ``warn`` or above, else its first finding.
-
-    The first ledger row whose action is ``warn``, ``escalate`` or ``break``;
-    without one (a rule that fires at a round's end), the earliest finding at
-    ``warn`` or above. ``None`` for a run that never stalled.
-    """
-    warn = ACTION_SEVERITY[Action.WARN]
-    for row in report.ledger:
-        if ACTION_SEVERITY[row.action] >= warn:
-            return row.seq
-    seqs = [f.seq for f in report.findings if ACTION_SEVERITY[f.action] >= warn]
-    return min(seqs) if seqs else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,7 +402,7 @@ def collapse_findings(
                 worst.tool,
                 signature,
                 max(f.count for f in found),
-                min(f.first_seq for f in found),
+                min(evidence_start(f) for f in found),
                 max(f.seq for f in found),
                 len(found),
                 worst.message,
@@ -573,7 +551,7 @@ def _run_block(report: RunReport, options: ReportOptions) -> list[Any]:
         hint = f": turn it on with {switch}" if switch else ""
         parts.append(_line(f"  content not captured, so repeats cannot be seen{hint}"))
     if report.wasted_calls is not None:
-        parts.append(_line(f"  wasted since the stall began: {_wasted(report)}"))
+        parts.append(_line(f"  wasted since the stall began: {wasted(report)}"))
     parts += [finding_text(line) for line in finding_lines(report, redact=options.redact)]
     if report.ledger:
         parts.append(_ledger_table(report))
@@ -583,13 +561,6 @@ def _run_block(report: RunReport, options: ReportOptions) -> list[Any]:
 def _line(text: str) -> Text:
     """One line of the table: never rich markup, controls shown as escapes (issue 27)."""
     return Text(printable(text))
-
-
-def call_counts(report: RunReport) -> str:
-    """Tool calls, rounds, and the seq the run stalled from."""
-    onset = stall_onset(report)
-    text = f"tool calls {report.tool_calls:,}, rounds {report.rounds:,}"
-    return text + (f", stalled from seq {onset}" if onset is not None else "")
 
 
 def finding_text(line: FindingLine) -> Text:
@@ -645,16 +616,6 @@ def _ledger_cells(group: LedgerGroup) -> list[Any]:
         row.status.value,
         Text(action, style=_ACTION_STYLE.get(action, "")),
     ]
-
-
-def _wasted(report: RunReport) -> str:
-    """Calls, tokens (when captured) and seconds after the stall's onset, in one line."""
-    tokens = (
-        "tokens not captured"
-        if report.wasted_tokens is None
-        else f"{report.wasted_tokens:,} tokens"
-    )
-    return f"{_n(report.wasted_calls or 0, 'call')}, {tokens}, {report.wasted_seconds or 0.0:.1f} s"
 
 
 # -- Markdown --------------------------------------------------------------------------

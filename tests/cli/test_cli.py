@@ -44,6 +44,7 @@ FINDING_KEYS = {
     "seq",
     "round",
     "message",
+    "onset_seq",
     "arguments_preview",
 }
 LEDGER_KEYS = {

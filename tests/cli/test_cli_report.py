@@ -115,7 +115,12 @@ def test_demo_researcher_stops_at_break_and_leaves_no_temp_folder(tmp_path: Path
     rounds = [line for line in out.splitlines() if line.startswith("  round ")]
     assert len(rounds) < 12  # it stopped before its last round
     assert "stall score" in out
-    assert "tool calls repeated (same call, same result)" in out
+    # the gate refused calls 3 to 7: the score counts them, and the stall began at 3
+    assert "5 of 7 tool calls repeated or refused" in out
+    assert "stalled from seq 3" in out
+    assert "wasted since the stall began: 5 tool calls, 5 model calls" in out
+    # the live narration and the replay say the same
+    assert "the stall began at call 3; wasted since: 5 tool calls, 5 model calls" in out
 
 
 def test_demo_capture_keeps_the_spans(tmp_path: Path) -> None:

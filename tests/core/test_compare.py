@@ -112,11 +112,18 @@ def test_fixtures_compare(trace_events: Events) -> None:
 
 
 def test_compare_reports_what_each_loop_cost() -> None:
-    """A run that stalled carries its wasted calls, tokens and seconds; a healthy one None."""
-    looping = [ToolCall("s", {"q": 1}, {"r": 1}, end_ns=n * 10**9) for n in range(1, 7)]
+    """A run that stalled carries its wasted calls, tokens and seconds; a healthy one None.
+
+    Six identical calls: the stall began at the first repeat (call 2, started at 1.5 s),
+    so calls 2 to 6 and the 4.5 s to the last call's end are wasted.
+    """
+    looping = [
+        ToolCall("s", {"q": 1}, {"r": 1}, start_ns=n * 10**9 - 5 * 10**8, end_ns=n * 10**9)
+        for n in range(1, 7)
+    ]
     healthy = [ToolCall("s", {"q": n}, {"r": n}, end_ns=n * 10**9) for n in range(1, 7)]
     (a,) = detect(looping)
     (b,) = detect(healthy)
     comparison = compare_runs(a, b)
-    assert comparison.wasted_a == Wasted(3, None, 3.0)
+    assert comparison.wasted_a == Wasted(5, None, 4.5, model_calls=0, from_seq=2)
     assert comparison.wasted_b is None

@@ -198,18 +198,21 @@ def test_new_settings_read_the_environment(env: str, field: str, value: int) -> 
 # -- wasted cost -------------------------------------------------------------------
 
 
-def test_wasted_cost_counts_from_the_first_warning() -> None:
-    """Calls, tokens and time after the first warn-or-worse finding are the loop's cost."""
+def test_wasted_cost_counts_from_the_first_repeat() -> None:
+    """The warn at the 3rd identical call began at the 1st repeat: its cost runs from there."""
     events: list[Any] = []
     for n in range(6):
         t = n * 10
         events.append(ModelCall(start_ns=t, end_ns=t + 2, input_tokens=100, output_tokens=5))
         events.append(ToolCall("s", {"q": 1}, {"r": 1}, start_ns=t + 3, end_ns=t + 5))
     report = run(events)
-    # The 3rd identical call (ends at 25) warns; 3 model and 3 tool calls follow.
-    assert report.wasted_calls == 6
-    assert report.wasted_tokens == 3 * 105
-    assert report.wasted_seconds == pytest.approx((55 - 25) / 1e9)
+    # The 2nd call (starts at 13) is the first repeat: tool calls 2 to 6, the 4 model
+    # calls after it (their 4 x 105 tokens), and the time from 13 to the end (55).
+    assert report.onset_seq == 2
+    assert report.wasted_calls == 5
+    assert report.wasted_model_calls == 4
+    assert report.wasted_tokens == 4 * 105
+    assert report.wasted_seconds == pytest.approx((55 - 13) / 1e9)
 
 
 def test_tokens_not_captured_are_absent_not_zero() -> None:
@@ -225,7 +228,8 @@ def test_tokens_not_captured_are_absent_not_zero() -> None:
 def test_a_run_that_never_stalled_wasted_nothing() -> None:
     """No warning: every wasted field is None."""
     report = run([ok("a", n, n) for n in range(5)])
-    assert (report.wasted_calls, report.wasted_tokens, report.wasted_seconds) == (None,) * 3
+    wasted = (report.wasted_calls, report.wasted_model_calls, report.wasted_tokens)
+    assert (*wasted, report.wasted_seconds, report.onset_seq) == (None,) * 5
 
 
 def test_a_refused_try_of_a_failure_loop_is_reported_as_the_gate_refused_it() -> None:

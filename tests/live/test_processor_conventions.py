@@ -121,7 +121,8 @@ def test_loop_marks_the_run_span(style: Style) -> None:
         S.TOOL_CALLS: 5,
         S.ROUNDS: 5,
         S.REFUSALS: 4,
-        S.WASTED_CALLS: 4,
+        S.WASTED_CALLS: 4,  # from the first repeat (call 2) to call 5
+        S.WASTED_MODEL_CALLS: 3,  # the model calls of rounds 3 to 5
     }
     assert attrs[S.DETECTED] is True
     assert isinstance(attrs[S.SCORE], float)

@@ -58,7 +58,8 @@ def test_trace_without_agent_is_the_run_on_its_root() -> None:
         S.TOOL_CALLS: 5,
         S.ROUNDS: 5,
         S.REFUSALS: 4,  # duplicate_call at calls 2 to 5: no event each, counted here
-        S.WASTED_CALLS: 4,  # after the warn at the 3rd call: model and tool calls of 2 rounds
+        S.WASTED_CALLS: 4,  # tool calls 2 to 5: the stall began at the first repeat
+        S.WASTED_MODEL_CALLS: 3,  # the model calls of rounds 3 to 5, after it
     }
     assert [e["stall.kind"] for e in events(root)].count("repeat") == 2
     assert root.attributes["http.method"] == "POST"  # type: ignore[index]

@@ -17,6 +17,7 @@ from otel_stall.offline.preview import PREVIEW_CHARS, argument_preview
 from otel_stall.offline.report import (
     DEFAULT_LIMIT,
     ReportOptions,
+    evidence_start,
     finding_lines,
     ledger_groups,
     render_json,
@@ -58,7 +59,7 @@ def test_one_line_per_rule_and_signature(
             f for f in report.findings if (f.kind.value, f.signature) == (line.kind, line.signature)
         ]
         assert ACTION_SEVERITY[line.action] == max(ACTION_SEVERITY[f.action] for f in same)
-        assert line.first_seq == min(f.first_seq for f in same)
+        assert line.first_seq == min(evidence_start(f) for f in same)
         assert line.last_seq == max(f.seq for f in same)
         assert line.count == max(f.count for f in same)
 
@@ -117,7 +118,7 @@ def test_each_finding_is_one_line_with_tool_arguments_count_and_seqs(golden: Rep
     assert "fetch x5 seq 2..6" in repeat
     assert URL in repeat
     (refusal,) = [line for line in lines if "duplicate_call" in line]
-    assert "x6 seq 2..7 (5 findings)" in refusal
+    assert "x6 seq 3..7 (5 findings)" in refusal  # the refusals began at 3, not at 2
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "json"])
@@ -156,13 +157,24 @@ def test_the_score_is_explained_with_the_ledger_counts(golden: ReplayResult) -> 
             assert f"{report.verdict.value}, {repeats} of {len(rows)} tool call" in text
 
 
-def test_the_onset_is_the_first_call_at_warn_or_above(golden: ReplayResult) -> None:
-    """The stall onset is the first ledger row whose action is warn or worse; ok runs have none."""
+def test_the_onset_is_the_first_call_that_brought_nothing_new(golden: ReplayResult) -> None:
+    """The onset is the first fruitless call of the finding that raised the verdict.
+
+    The researcher's repeat warns at its third identical fetch (seq 4); the stall
+    began at the first repeat (seq 3), before any row said warn. The failing deploy
+    began at its first repeated failure. Ok runs have none.
+    """
     for report in golden.reports:
+        onset = stall_onset(report)
         warned = [r.seq for r in report.ledger if ACTION_SEVERITY[r.action] >= 2]
-        assert stall_onset(report) == (warned[0] if warned else None)
+        assert (onset is None) is (report.verdict.value == "ok")
+        if onset is not None:
+            row = next(r for r in report.ledger if r.seq == onset)
+            assert not row.new_fact or row.status.value == "error"  # or a repeated failure
+            assert not warned or onset <= warned[0]
+            assert report.wasted_calls == report.tool_calls - onset + 1
     researcher = next(r for r in golden.reports if r.attributes["agent"] == "researcher")
-    assert stall_onset(researcher) == 4
+    assert stall_onset(researcher) == 3
     assert ACTION_SEVERITY[Action.REFUSE] < 2  # a refusal alone is not the onset
 
 

@@ -60,20 +60,25 @@ of small ints (measured with tracemalloc on 10,000 entries: 118)."""
 
 
 class Streak:
-    """A counter of consecutive no-progress steps and where it started."""
+    """A counter of consecutive no-progress steps, where it started and where it repeated."""
 
-    __slots__ = ("count", "first_seq")
+    __slots__ = ("count", "first_seq", "second_seq")
 
     def __init__(self) -> None:
         self.count = 0
         self.first_seq = 0
+        self.second_seq = 0
+        """The second step's seq: a failure loop's first repeated failure, its onset."""
 
     def bump(self, seq: int) -> int:
         """Count one more step at ``seq``; return the streak's length."""
-        if self.count == 0:
+        count = self.count
+        if count == 0:
             self.first_seq = seq
-        self.count += 1
-        return self.count
+        elif count == 1:
+            self.second_seq = seq
+        self.count = count + 1
+        return count + 1
 
     def reset(self) -> None:
         """End the streak: the next step starts a new one."""
@@ -273,10 +278,20 @@ def streak_finding(
     seq: int,
     number: int,
     message: str,
+    onset_seq: int = 0,
 ) -> Finding:
     """A finding over ``streak``: its count and first call, up to call ``seq``, in a round."""
     return Finding(
-        kind, action, tool, signature, streak.count, streak.first_seq, seq, number, message
+        kind,
+        action,
+        tool,
+        signature,
+        streak.count,
+        streak.first_seq,
+        seq,
+        number,
+        message,
+        onset_seq,
     )
 
 
@@ -294,6 +309,7 @@ def round_finding(
         last.seq,
         closed.number,
         message,
+        streak.first_seq,  # the stall began with the streak's first round
     )
 
 

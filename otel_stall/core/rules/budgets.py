@@ -73,6 +73,7 @@ class Budgets(Rule):
                 facts.seq,
                 facts.round.number,
                 call_message(limit),
+                facts.seq,
             )
         )
         return state

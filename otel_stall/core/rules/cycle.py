@@ -10,8 +10,11 @@ Decisions:
   and fires at full periods: ``cycle_warn_at`` periods warn, ``cycle_break_at``
   break. Only a primitive period fires (A B A B is the 2-cycle's, not the
   4-cycle's; k identical calls are the repeat rule's): one loop is reported once.
-- Memory is O(``max_cycle_length``) per run: a ring of the last signatures and
-  one count per period.
+- Its finding's tool names every tool of one period, each once, in the cycle's
+  order (``get_weather, get_time``): a label naming one of them hides the loop.
+  The stall began with the second period, the first call that brought nothing.
+- Memory is O(``max_cycle_length``) per run: a ring of the last signatures (and
+  their tools) and one count per period.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def message(length: int, periods: int, first_seq: int, action: Action) -> str:
 class Cycle(Rule):
     """Cycles of 2 to ``max_cycle_length`` calls: warn, then break, at full periods."""
 
-    __slots__ = ("cycling", "fired", "ring", "runs")
+    __slots__ = ("cycling", "fired", "ring", "runs", "tools")
     kind = Kind.CYCLE
 
     def __init__(self, policy: StallPolicy) -> None:
@@ -52,6 +55,8 @@ class Cycle(Rule):
         length = policy.max_cycle_length
         self.ring: deque[str | None] = deque([None] * length, maxlen=length)
         """The last ``max_cycle_length`` signatures (``None``: a call that cannot be compared)."""
+        self.tools: deque[str] = deque([""] * length, maxlen=length)
+        """The tools of the calls in ``ring``: a cycle's label names every tool in it."""
         self.runs = [0] * (length + 1)
         """Index k: how many calls in a row matched the signature k calls before."""
         self.fired = [CONTINUE] * (length + 1)
@@ -69,11 +74,13 @@ class Cycle(Rule):
         looped = None if facts.exempt or facts.approval else facts.signature
         if looped is None or facts.repeat_of is None:  # cannot continue a cycle: the common case
             self.ring.append(looped)
+            self.tools.append(facts.call.tool)
             if self.cycling:
                 self._end()
             return state
         state = self._periods(facts, looped, run, state, findings)
         self.ring.append(looped)
+        self.tools.append(facts.call.tool)
         return state
 
     def under_way(self) -> bool:
@@ -84,7 +91,7 @@ class Cycle(Rule):
     def nbytes(self) -> int:
         """Estimated bytes of this rule's state."""
         size = len(self.runs)
-        return super().nbytes() + 640 + 2 * (56 + SLOT_BYTES * size)
+        return super().nbytes() + 2 * 640 + 2 * (56 + SLOT_BYTES * size)
 
     def _end(self) -> None:
         """Every count of calls matching those k back restarts."""
@@ -130,17 +137,29 @@ class Cycle(Rule):
                     Finding(
                         Kind.CYCLE,
                         action,
-                        facts.call.tool,
+                        self._label(k, matched, facts.call.tool),
                         signature,
                         periods,
                         first_seq,
                         seq,
                         run.round_number(),
                         message(k, periods, first_seq, action),
+                        first_seq + k,  # the second period: its first call brought nothing
                     )
                 )
         self.cycling = cycling
         return state
+
+    def _label(self, k: int, matched: int, tool: str) -> str:
+        """The tools of one period, each once, from the cycle's first: ``get_weather, get_time``.
+
+        The period is the last k calls, the current one (``tool``, not in the ring yet)
+        last; ``matched`` calls matched the one k before, so the cycle began at the
+        ``(-matched) % k``-th of them.
+        """
+        tools = [self.tools[-i] for i in range(k - 1, 0, -1)] + [tool]
+        start = -matched % k
+        return ", ".join(dict.fromkeys(tools[start:] + tools[:start]))
 
 
 def _primitive(ring: deque[str | None], k: int, signature: str) -> bool:

@@ -98,6 +98,7 @@ class FailureLoop(Rule):
                 facts.seq,
                 run.round_number(),
                 message(call.tool, streak.count, streak.first_seq),
+                streak.second_seq,  # the first repeated failure
             )
         )
         return state

@@ -76,6 +76,7 @@ class Failures(Rule):
                 facts.seq,
                 run.round_number(),
                 message(call.tool, streak.count, streak.first_seq),
+                streak.second_seq,
             )
         )
         return state

@@ -123,6 +123,7 @@ class Recurrence(Rule):
                 seq,
                 run.round_number(),
                 message(tool, warn_at, seqs[0]),
+                seqs[1] if seqs[0] == first_seq else seqs[0],  # the first repeat among them
             )
         )
         return Action.WARN

@@ -82,6 +82,7 @@ class Repeat(Rule):
                     seq,
                     run.round_number(),
                     message(call.tool, consecutive, first_seq, action),
+                    first_seq + 1,  # the first repeat: the first call that brought nothing
                 )
             )
         return action
