@@ -258,9 +258,19 @@ class ToolGate:
 
     @staticmethod
     def _record_refusal(tool: str, args: Any) -> None:
-        """A refused tool span in the current run: the call never ran, but was asked for."""
+        """A refused tool span in the current run: the call never ran, but was asked for.
+
+        When the framework's own span of this call is current (its tool span
+        wraps the hook), that span is marked: one span per call, so the refusal
+        is not also counted as a failed call when the framework marks it an error.
+        """
         import json
 
+        current = trace.get_current_span()
+        attrs = getattr(current, "attributes", None) or {}
+        if current.is_recording() and attrs.get("gen_ai.tool.name") == tool:
+            current.set_attribute(StallAttributes.REFUSED, True)
+            return
         try:
             text = args if isinstance(args, str) else json.dumps(args, default=str)
         except (TypeError, ValueError):
