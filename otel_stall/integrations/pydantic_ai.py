@@ -97,7 +97,7 @@ class StallGuard(AbstractCapability[Any]):
             self.gate.after_tool(call.tool_name, tool_args, None, run=run, error=exc)
             raise
         after = self.gate.after_tool(call.tool_name, tool_args, result, run=run)
-        if after.warns or after.stops:
+        if after.warns:  # a stop is told with the next model request
             _tell(ctx, after)
         return result
 

@@ -31,7 +31,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 from pydantic_ai.models.instrumented import InstrumentationSettings  # noqa: E402
 
 import otel_stall  # noqa: E402
-from otel_stall.core.policy import StallPolicy  # noqa: E402
+from otel_stall.core.policy import DuplicateMode, StallPolicy  # noqa: E402
 from otel_stall.integrations.gate import ToolGate  # noqa: E402
 from otel_stall.integrations.pydantic_ai import StallGuard  # noqa: E402
 from otel_stall.semconv import StallAttributes  # noqa: E402
@@ -98,6 +98,11 @@ class Tools:
 LOOP = [("search", {"query": "otel-stall"})] * 6
 
 
+def _told(turn: Turn, text: str) -> bool:
+    """Whether ``text`` reached the model on this turn (FunctionModel shows a note as a part)."""
+    return any(text in str(getattr(p, "content", "")) for m in turn.messages for p in m.parts)
+
+
 def _failed(messages: list[ModelMessage]) -> list[ToolReturnPart]:
     return [p for p in _parts(messages, ToolReturnPart) if p.outcome == "failed"]
 
@@ -114,8 +119,7 @@ def _check_loop(model: ScriptedModel, tools: Tools, result: AgentRunResult[str])
     assert last.tools == [], "at break the model's turn has no tools"
     told = [p.content for p in _parts(result.all_messages(), SystemPromptPart)]
     assert told, "the guidance is in the conversation, in the system's voice"
-    given = [str(getattr(p, "content", "")) for m in last.messages for p in m.parts]
-    assert any(told[-1] in text for text in given), "and the model is told to answer now"
+    assert _told(last, told[-1]), "and the model is told to answer now"
     output = result.output
     assert output.startswith("answer from 1 results"), "the run ends with the model's answer"
     print("\nrefusal:", refused[0].content, "\nbreak:", told[-1], "\nanswer:", output)
@@ -208,3 +212,18 @@ def test_loop_in_processor_mode_with_pydantic_ai_spans() -> None:
         if s.attributes and s.attributes.get(StallAttributes.REFUSED)
     ]
     assert "refuse" in actions, "the refused call's span carries stall.action = refuse"
+
+
+def test_warn_follows_the_tool_result() -> None:
+    """Refusals off: the 3rd identical call runs, and the warning follows its result."""
+    model, tools = ScriptedModel(LOOP), Tools()
+    gate = ToolGate(policy=StallPolicy(duplicate_mode=DuplicateMode.OFF))
+    result = tools.agent(model, capabilities=[StallGuard(gate=gate)]).run_sync("otel-stall?")
+    returns = _parts(result.all_messages(), ToolReturnPart)
+    assert tools.runs == {"search": len(returns)}, "no call refused"
+    notes = [p.content for p in _parts(result.all_messages(), SystemPromptPart)]
+    assert "search" in notes[0], "the warning is in the conversation, in the system's voice"
+    assert _told(model.turns[3], notes[0]), "the model's context after the 3rd result has it"
+    assert not _told(model.turns[2], notes[0]), "and not before it"
+    assert model.turns[-1].tools == [], "the loop still ends at break"
+    print("\nwarn:", notes[0])
