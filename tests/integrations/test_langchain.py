@@ -26,8 +26,14 @@ from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from langchain_core.runnables import Runnable  # noqa: E402
 from langchain_core.tools import BaseTool, tool  # noqa: E402
 from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
 from pydantic import Field  # noqa: E402
 
+import otel_stall  # noqa: E402
 from otel_stall.core.policy import DuplicateMode, StallPolicy  # noqa: E402
 from otel_stall.integrations.gate import ToolGate  # noqa: E402
 from otel_stall.integrations.langchain import StallMiddleware  # noqa: E402
@@ -236,3 +242,23 @@ def test_a_model_that_ignores_the_break_still_ends_the_run() -> None:
     assert not final.tool_calls, "the answer asks for nothing more: the agent ended"
     assert tools.runs == {"search": 1}
     assert len(model.turns) == len(LOOP) + 1, "one model call after the break, not a loop"
+
+
+def test_loop_with_the_processor_installed_and_an_app_span() -> None:
+    """install() on a real SDK provider, the agent run in the app's own agent span.
+
+    LangChain makes no OpenTelemetry spans while it runs (LangSmith's OpenTelemetry export
+    writes them afterwards), so the processor never holds this run's calls: the gate keeps
+    its own state and guards the same way.
+    """
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    processor = otel_stall.install(provider, downstream=SimpleSpanProcessor(exporter))
+    model, tools, gate = ScriptedChat(calls=LOOP), Tools(), ToolGate(processor)
+    agent = create_agent(model, tools=tools.all(), middleware=[StallMiddleware(gate)])
+    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher"}
+    with provider.get_tracer("app").start_as_current_span("invoke_agent", attributes=attributes):
+        state = agent.invoke(QUESTION)
+    provider.shutdown()
+    _check_loop(model, tools, state)
+    assert [s.name for s in exporter.get_finished_spans()] == ["invoke_agent"]
