@@ -30,9 +30,11 @@ provider. LangChain is imported only by this module, which nothing in
 
 from __future__ import annotations
 
+import logging
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse, PrivateStateAttr
@@ -44,6 +46,9 @@ from langgraph.types import Command
 from typing_extensions import NotRequired
 
 from otel_stall.integrations.gate import Decision, ToolGate, default_gate
+from otel_stall.live.settings import PYTEST_ENV
+
+logger = logging.getLogger("otel_stall.integrations")
 
 __all__ = ["RUN_KEY", "StallMiddleware", "StallState"]
 
@@ -106,7 +111,8 @@ class StallMiddleware(AgentMiddleware[StallState, Any, Any]):
     ) -> ModelResult:
         """At a stop: no tools for this call, the guidance as its last message."""
         decision = self.gate.before_model(run=_run(request.state))
-        return _answer(handler(_model_request(request, decision)), decision)
+        response = handler(_fail_open(_model_request, request, request, decision))
+        return _fail_open(_answer, response, response, decision)
 
     async def awrap_model_call(
         self,
@@ -115,7 +121,8 @@ class StallMiddleware(AgentMiddleware[StallState, Any, Any]):
     ) -> ModelResult:
         """As :meth:`wrap_model_call`."""
         decision = self.gate.before_model(run=_run(request.state))
-        return _answer(await handler(_model_request(request, decision)), decision)
+        response = await handler(_fail_open(_model_request, request, request, decision))
+        return _fail_open(_answer, response, response, decision)
 
     # -- tool calls ---------------------------------------------------------------
 
@@ -175,8 +182,29 @@ class StallMiddleware(AgentMiddleware[StallState, Any, Any]):
         error = result.text if result.status == "error" else None
         decision = self.gate.after_tool(name, args, result.content, run=run, error=error)
         if decision.warns and decision.message:  # a stop is told on the next model call
-            return _noted(result, decision.message)
+            return _fail_open(_noted, result, result, decision.message)
         return result
+
+
+_T = TypeVar("_T")
+_FAILED: set[str] = set()
+
+
+def _fail_open(change: Callable[..., _T], unchanged: _T, *args: Any) -> _T:
+    """``change(*args)``, or ``unchanged`` if it fails: the agent's call goes on as it was.
+
+    Logged once per kind; under pytest the error surfaces, as in the gate.
+    """
+    try:
+        return change(*args)
+    except Exception as exc:
+        kind = f"{change.__name__}: {type(exc).__name__}"
+        if kind not in _FAILED:
+            _FAILED.add(kind)
+            logger.error("otel-stall langchain: %s failed; left unchanged", kind, exc_info=exc)
+        if PYTEST_ENV in os.environ:
+            raise
+        return unchanged
 
 
 def _run(state: Any) -> Hashable | None:
@@ -199,7 +227,7 @@ def _model_request(request: ModelRequest[Any], decision: Decision) -> ModelReque
     return request.override(messages=messages)
 
 
-def _answer(response: ModelResponse[Any], decision: Decision) -> ModelResult:
+def _answer(response: ModelResponse[Any], decision: Decision) -> ModelResponse[Any]:
     """At a stop, the model's answer without tool calls: the agent ends with it."""
     if not decision.stops:
         return response
