@@ -24,7 +24,7 @@ from langchain_core.messages import (  # noqa: E402
 )
 from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from langchain_core.runnables import Runnable  # noqa: E402
-from langchain_core.tools import BaseTool, tool  # noqa: E402
+from langchain_core.tools import BaseTool, ToolException, tool  # noqa: E402
 from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
@@ -262,3 +262,28 @@ def test_loop_with_the_processor_installed_and_an_app_span() -> None:
     provider.shutdown()
     _check_loop(model, tools, state)
     assert [s.name for s in exporter.get_finished_spans()] == ["invoke_agent"]
+
+
+def test_a_failing_tool_escalates_to_an_answer_without_tools() -> None:
+    """Five failures in a row (new arguments each time): escalate, and the model answers."""
+    runs = 0
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        nonlocal runs
+        runs += 1
+        raise ToolException("upstream timed out")
+
+    fetch.handle_tool_error = True
+    model = ScriptedChat(calls=[("fetch", {"url": f"https://x.test/{i}"}) for i in range(8)])
+    state = create_agent(model, tools=[fetch], middleware=[StallMiddleware(ToolGate())]).invoke(
+        QUESTION
+    )
+    assert runs == 5, "every failing call ran: none repeated"
+    last = model.turns[-1]
+    assert last.tools == []
+    assert isinstance(last.messages[-1], HumanMessage)
+    assert "fetch" in last.messages[-1].text, "the escalation names the failing tool"
+    assert state["messages"][-1].text == "answer from 0 results: []"
+    print("\nescalate:", last.messages[-1].text)

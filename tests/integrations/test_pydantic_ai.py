@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 from pydantic_ai import Agent, AgentRunResult  # noqa: E402
 from pydantic_ai.capabilities import Instrumentation  # noqa: E402
+from pydantic_ai.exceptions import ToolFailed  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
     ModelMessage,
     ModelResponse,
@@ -227,3 +228,29 @@ def test_warn_follows_the_tool_result() -> None:
     assert not _told(model.turns[2], notes[0]), "and not before it"
     assert model.turns[-1].tools == [], "the loop still ends at break"
     print("\nwarn:", notes[0])
+
+
+def test_a_failing_tool_escalates_to_an_answer_without_tools() -> None:
+    """Five failures in a row (new arguments each time): escalate, and the model answers."""
+    model = ScriptedModel([("fetch", {"url": f"https://x.test/{i}"}) for i in range(8)])
+    agent: Agent[None, str] = Agent(
+        FunctionModel(model), capabilities=[StallGuard(gate=ToolGate())]
+    )
+    runs = 0
+
+    @agent.tool_plain
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        nonlocal runs
+        runs += 1
+        raise ToolFailed("upstream timed out")
+
+    result = agent.run_sync("Fetch them.")
+    assert runs == 5, "every failing call ran: none repeated"
+    assert model.turns[-1].tools == []
+    told = [p.content for p in _parts(result.all_messages(), SystemPromptPart)]
+    assert len(told) == 1
+    assert "fetch" in told[0], "the escalation names the failing tool"
+    assert _told(model.turns[-1], told[0])
+    assert result.output == "answer from 0 results: []"
+    print("\nescalate:", told[0])
