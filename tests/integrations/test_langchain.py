@@ -287,3 +287,14 @@ def test_a_failing_tool_escalates_to_an_answer_without_tools() -> None:
     assert "fetch" in last.messages[-1].text, "the escalation names the failing tool"
     assert state["messages"][-1].text == "answer from 0 results: []"
     print("\nescalate:", last.messages[-1].text)
+
+
+def test_exempt_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OTEL_STALL_EXEMPT_TOOLS reaches a gate given no policy: the poll is never refused."""
+    monkeypatch.setenv("OTEL_STALL_EXEMPT_TOOLS", "poll_*")
+    model, tools = ScriptedChat(calls=[("poll_job", {"job": "build-7"})] * 5), Tools()
+    create_agent(model, tools=tools.all(), middleware=[StallMiddleware(ToolGate())]).invoke(
+        QUESTION
+    )
+    assert tools.runs == {"poll_job": 5}
+    assert not any(_refusals(turn.messages) for turn in model.turns)
