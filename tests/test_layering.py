@@ -26,6 +26,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "metrics": frozenset({"core", "semconv", "_version"}),
     "live": frozenset({"live", "otlp", "metrics", "conventions", "core", "semconv", "_version"}),
     "offline": frozenset({"offline", "otlp", "conventions", "core", "semconv"}),
+    "integrations": frozenset({"integrations", "live", "core", "semconv"}),
     "gateway": frozenset(
         {"gateway", "offline", "otlp", "metrics", "conventions", "core", "semconv", "_version"}
     ),
