@@ -254,3 +254,23 @@ def test_a_failing_tool_escalates_to_an_answer_without_tools() -> None:
     assert _told(model.turns[-1], told[0])
     assert result.output == "answer from 0 results: []"
     print("\nescalate:", told[0])
+
+
+def test_warn_in_processor_mode_reaches_the_next_request() -> None:
+    """With the processor, a warning fired by the tool's span is told with the next request."""
+    provider = TracerProvider()
+    policy = StallPolicy(duplicate_mode=DuplicateMode.OFF)
+    processor = otel_stall.install(
+        provider, downstream=SimpleSpanProcessor(InMemorySpanExporter()), policy=policy
+    )
+    model, tools = ScriptedModel(LOOP), Tools()
+    instrumentation = Instrumentation(settings=InstrumentationSettings(tracer_provider=provider))
+    guard = StallGuard(gate=ToolGate(processor))
+    result = tools.agent(model, capabilities=[instrumentation, guard]).run_sync("otel-stall?")
+    provider.shutdown()
+    notes = [p.content for p in _parts(result.all_messages(), SystemPromptPart)]
+    assert len(notes) == 2, "the warning at the 3rd call, then the break at the 5th, once each"
+    assert notes[0] != notes[1], "the warning is its own finding, not the break"
+    assert _told(model.turns[3], notes[0])
+    assert not _told(model.turns[2], notes[0])
+    assert model.turns[-1].tools == []
