@@ -229,8 +229,8 @@ def _model_request(request: ModelRequest[Any], decision: Decision) -> ModelReque
 
 def _answer(response: ModelResponse[Any], decision: Decision) -> ModelResponse[Any]:
     """At a stop, the model's answer without tool calls: the agent ends with it."""
-    if not decision.stops:
-        return response
+    if not decision.stops or response.structured_response is not None:
+        return response  # a structured answer's tool call is the answer: it stays
     result = [_without_tool_calls(m) if isinstance(m, AIMessage) else m for m in response.result]
     return ModelResponse(result=result, structured_response=response.structured_response)
 

@@ -14,6 +14,7 @@ integration_support.require("langchain")
 
 from langchain.agents import create_agent  # noqa: E402
 from langchain.agents.middleware.types import InputAgentState  # noqa: E402
+from langchain.agents.structured_output import ToolStrategy  # noqa: E402
 from langchain_core.callbacks import CallbackManagerForLLMRun  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import (  # noqa: E402
@@ -31,7 +32,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,
 )
-from pydantic import Field  # noqa: E402
+from pydantic import BaseModel, Field  # noqa: E402
 
 import otel_stall  # noqa: E402
 from otel_stall.core.policy import DuplicateMode, StallPolicy  # noqa: E402
@@ -77,13 +78,17 @@ class ScriptedChat(BaseChatModel):
         tools = list(kwargs.get("tool_names", []))
         self.turns.append(Turn(list(messages), tools))
         asked = len(self.turns) - 1
-        if (tools or self.stubborn) and asked < len(self.calls):
+        seen = [m.text for m in messages if isinstance(m, ToolMessage) and m.status != "error"]
+        answer = f"answer from {len(seen)} results: {seen}"
+        if tools == ["Answer"]:  # only the structured output's tool is left: answer with it
+            call = {"name": "Answer", "args": {"text": answer}, "id": "answer", "type": "tool_call"}
+            message = AIMessage(content="", tool_calls=[call])
+        elif (tools or self.stubborn) and asked < len(self.calls):
             name, args = self.calls[asked]
             call = {"name": name, "args": args, "id": f"call-{asked}", "type": "tool_call"}
             message = AIMessage(content="", tool_calls=[call])
         else:
-            seen = [m.text for m in messages if isinstance(m, ToolMessage) and m.status != "error"]
-            message = AIMessage(content=f"answer from {len(seen)} results: {seen}")
+            message = AIMessage(content=answer)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
@@ -298,3 +303,29 @@ def test_exempt_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     assert tools.runs == {"poll_job": 5}
     assert not any(_refusals(turn.messages) for turn in model.turns)
+
+
+class Answer(BaseModel):
+    """The agent's structured answer."""
+
+    text: str
+
+
+def test_break_with_structured_output_answers_through_its_tool() -> None:
+    """response_format=ToolStrategy: at break only the answer's tool is bound, and it stays."""
+    model, tools = ScriptedChat(calls=LOOP), Tools()
+    agent = create_agent(
+        model,
+        tools=tools.all(),
+        middleware=[StallMiddleware(ToolGate())],
+        response_format=ToolStrategy(Answer),
+    )
+    state = agent.invoke(QUESTION)
+    assert tools.runs == {"search": 1}
+    assert model.turns[-1].tools == ["Answer"], "the search tools are gone, the answer's is not"
+    structured = state["structured_response"]
+    assert isinstance(structured, Answer)
+    assert structured.text.startswith("answer from 1 results")
+    asked = {c["id"] for m in state["messages"] if isinstance(m, AIMessage) for c in m.tool_calls}
+    answered = {m.tool_call_id for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert answered <= asked, "every tool message answers a tool call the history still has"
