@@ -17,7 +17,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,
 )
-from pydantic_ai import Agent, AgentRunResult  # noqa: E402
+from pydantic import BaseModel  # noqa: E402
+from pydantic_ai import Agent, AgentRunResult, ToolOutput  # noqa: E402
 from pydantic_ai.capabilities import Instrumentation  # noqa: E402
 from pydantic_ai.exceptions import ToolFailed  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
@@ -62,7 +63,10 @@ class ScriptedModel:
             name, args = self.calls[asked]
             return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"call-{asked}")])
         seen = [p.content for p in _parts(messages, ToolReturnPart) if p.outcome == "success"]
-        return ModelResponse(parts=[TextPart(f"answer from {len(seen)} results: {seen}")])
+        answer = f"answer from {len(seen)} results: {seen}"
+        if info.output_tools:  # a structured answer: through its output tool
+            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"text": answer})])
+        return ModelResponse(parts=[TextPart(answer)])
 
 
 def _parts(messages: list[ModelMessage], kind: type[Any]) -> list[Any]:
@@ -76,9 +80,9 @@ class Tools:
     runs: dict[str, int] = field(default_factory=dict)
     polls_left: int = 5
 
-    def agent(self, model: ScriptedModel, **kwargs: Any) -> Agent[None, str]:
+    def agent(self, model: ScriptedModel, **kwargs: Any) -> Agent[None, Any]:
         """A pydantic-ai agent with a search tool and a polling tool."""
-        agent: Agent[None, str] = Agent(FunctionModel(model), **kwargs)
+        agent: Agent[None, Any] = Agent(FunctionModel(model), **kwargs)
 
         @agent.tool_plain
         def search(query: str) -> str:
@@ -274,3 +278,21 @@ def test_warn_in_processor_mode_reaches_the_next_request() -> None:
     assert _told(model.turns[3], notes[0])
     assert not _told(model.turns[2], notes[0])
     assert model.turns[-1].tools == []
+
+
+class Answer(BaseModel):
+    """The agent's structured answer."""
+
+    text: str
+
+
+def test_break_with_structured_output_answers_through_its_output_tool() -> None:
+    """output_type=ToolOutput: at break the function tools go, the output tool stays."""
+    model, tools = ScriptedModel(LOOP), Tools()
+    guard = StallGuard(gate=ToolGate())
+    agent = tools.agent(model, output_type=ToolOutput(Answer), capabilities=[guard])
+    result = agent.run_sync("What is otel-stall?")
+    assert tools.runs == {"search": 1}
+    assert model.turns[-1].tools == [], "no function tools at break"
+    assert isinstance(result.output, Answer)
+    assert result.output.text.startswith("answer from 1 results")
