@@ -32,12 +32,29 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         help="also send the live, enriched spans to an OTLP endpoint (HTTP for .../v1/traces)",
     )
     parser.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    parser.add_argument(
+        "--framework",
+        choices=("simulated", "pydantic-ai", "auto"),
+        default="simulated",
+        help="the agents: simulated (default), a real pydantic-ai agent (pip install "
+        "pydantic-ai-slim), or auto (pydantic-ai when installed, else simulated)",
+    )
 
 
 def cmd_demo(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """Run a looping agent through the SDK, the live processor and its gate, then replay it."""
+    from otel_stall import demo_pydantic_ai
     from otel_stall.demo import run_live_demo
     from otel_stall.offline.replay import Replayer
+
+    framework = getattr(args, "framework", "simulated")
+    if framework == "pydantic-ai" and not demo_pydantic_ai.available():
+        stderr.write(
+            "otel-stall demo: pydantic-ai is not installed (pip install pydantic-ai-slim)\n"
+        )
+        return EXIT_USAGE
+    if framework != "simulated" and demo_pydantic_ai.available():
+        run_live_demo = demo_pydantic_ai.run_pydantic_ai_demo
 
     with contextlib.ExitStack() as cleanup:
         capture = args.capture

@@ -131,6 +131,8 @@ class ToolGate:
         self._max_runs = max_runs
         self._idle = idle_seconds
         self._errors: set[str] = set()
+        self._live_told: OrderedDict[Hashable, int] = OrderedDict()
+        """Per processor run: how many of its findings were already handed out."""
         reset_in_child(self)
 
     def _after_fork(self) -> None:
@@ -258,9 +260,19 @@ class ToolGate:
 
     @staticmethod
     def _record_refusal(tool: str, args: Any) -> None:
-        """A refused tool span in the current run: the call never ran, but was asked for."""
+        """A refused tool span in the current run: the call never ran, but was asked for.
+
+        When the framework's own span of this call is current (its tool span
+        wraps the hook), that span is marked: one span per call, so the refusal
+        is not also counted as a failed call when the framework marks it an error.
+        """
         import json
 
+        current = trace.get_current_span()
+        attrs = getattr(current, "attributes", None) or {}
+        if current.is_recording() and attrs.get("gen_ai.tool.name") == tool:
+            current.set_attribute(StallAttributes.REFUSED, True)
+            return
         try:
             text = args if isinstance(args, str) else json.dumps(args, default=str)
         except (TypeError, ValueError):
@@ -335,7 +347,7 @@ class ToolGate:
                     if worst is not None:
                         return _decision(worst)
                     return Decision(Action.BREAK, BREAK_MESSAGE)
-                return ALLOW
+                return self._live_news(live)
             own = self._own(run)
             with own.lock:
                 own.detector.model_call()
@@ -344,6 +356,27 @@ class ToolGate:
         except Exception as exc:
             self._failed("before_model", exc)
             return ALLOW
+
+    def _live_news(self, live: Any) -> Decision:
+        """A warning the processor's run fired since the last model turn, handed out once.
+
+        The tool's span ends after the framework's hook returned, so ``after_tool``
+        cannot see it; the next model turn can.
+        """
+        key = (live.trace_id, live.span_id, live.session)
+        with live.lock:
+            count = live.detector.finding_count
+            findings = live.detector.findings
+        with self._lock:
+            told = self._live_told.pop(key, 0)
+            self._live_told[key] = count
+            while len(self._live_told) > self._max_runs:
+                self._live_told.popitem(last=False)
+        if count <= told:
+            return ALLOW
+        fresh = findings[-(count - told) :]
+        worst = _worst(f for f in fresh if f.action is not _REFUSE)
+        return ALLOW if worst is None else _decision(worst)
 
     @staticmethod
     def _stopped(own: _OwnRun) -> Decision | None:
