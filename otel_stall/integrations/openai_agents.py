@@ -117,8 +117,9 @@ class _Runs:
             run.stops = decision.stops
             told = [*run.pending]
             run.pending.clear()
-            if decision.message and (decision.stops or decision.warns):
-                told.append(decision.message)
+            message = decision.message if decision.stops or decision.warns else None
+            if message and message not in told:  # a stop heard after a tool is said once
+                told.append(message)
             run.note = "\n\n".join(told) or None
         return run
 

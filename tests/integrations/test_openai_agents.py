@@ -195,3 +195,22 @@ def test_the_gate_state_of_a_run_is_freed_with_the_run() -> None:
     del result, model
     gc.collect()
     assert gate.open_runs == 0
+
+
+def test_a_warning_is_told_on_the_next_turn_only() -> None:
+    """With duplicates allowed, the turn after the 3rd identical result hears the warning, once."""
+    from otel_stall.core.policy import DuplicateMode
+
+    gate = ToolGate(policy=StallPolicy(duplicate_mode=DuplicateMode.OFF))
+    ran: list[str] = []
+    result, model = _run(_guarded(gate), _loop_responder("weather"), [_weather_tool(ran)])
+    told = [call.system_instructions for call in model.calls]
+    assert len(ran) == 5  # the 5th identical result is a break
+    assert told[:3] == ["Answer."] * 3
+    assert told[3].startswith("Answer.\n\nStall: `weather` was called 3 times in a row")
+    assert told[4] == "Answer."
+    assert [bool(call.tools) for call in model.calls] == [True] * 5 + [False]
+    assert told[5].count("The loop is stopped") == 1
+    assert result.final_output == ANSWER
+    print("warning:", told[3])
+    print("break instructions:", told[5])
