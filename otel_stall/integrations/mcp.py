@@ -29,6 +29,10 @@ asking the gate first:
 Works with anything that has MCP's ``call_tool(name, arguments, ...)``: a
 ``ClientSession``, or ``mcp.client.Client``. The run is the guarded session
 (``run=`` names another: one per agent run, say), freed when the wrapper is.
+The gate always keeps its own run state here (``ToolGate(own_state=True)``):
+MCP's own OpenTelemetry spans carry no arguments, so an installed processor's
+run would see every call to a tool as the same call, or none as a repeat; the
+processor's policy still applies.
 """
 
 from __future__ import annotations
@@ -39,16 +43,24 @@ import weakref
 from collections.abc import Hashable
 from typing import Any
 
-from otel_stall.integrations.gate import Decision, ToolGate, default_gate
+from otel_stall.integrations.gate import Decision, ToolGate
 from otel_stall.live.settings import PYTEST_ENV
 
 logger = logging.getLogger("otel_stall.integrations")
 
 _ERRORS: set[str] = set()
 
+_GATE = ToolGate(own_state=True)
+"""The gate of sessions given none: its own run state always, since the processor never sees
+a call's arguments in MCP's spans; the processor's policy when one is installed."""
+
 
 class GuardedSession:
-    """An MCP client session whose ``call_tool`` asks the gate; everything else is the session's."""
+    """An MCP client session whose ``call_tool`` asks the gate; everything else is the session's.
+
+    ``gate`` defaults to one shared by every guarded session, keeping its own
+    run state; ``exempt`` names tools never refused here (besides the policy's).
+    """
 
     def __init__(
         self,
@@ -59,9 +71,8 @@ class GuardedSession:
         exempt: frozenset[str] = frozenset(),
     ) -> None:
         self.session = session
-        self.gate = gate if gate is not None else default_gate()
+        self.gate = gate if gate is not None else _GATE
         self.exempt = frozenset(exempt)
-        """Tools never refused here, besides the policy's ``exempt_tools``."""
         self.run: Hashable = run if run is not None else ("mcp", id(self))
         if run is None:  # the wrapper's own run ends with it
             weakref.finalize(self, self.gate.end_run, self.run)

@@ -96,6 +96,69 @@ def test_the_loop_is_refused_with_the_processor_installed() -> None:
         provider.shutdown()
 
 
+GLOBAL_PROVIDER = """
+import asyncio, json
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from mcp.client import Client
+from mcp.server.mcpserver import MCPServer
+import otel_stall
+from otel_stall.integrations.mcp import guard_session
+
+provider = TracerProvider()
+trace.set_tracer_provider(provider)
+spans = InMemorySpanExporter()
+processor = otel_stall.install(exporter=spans, environ={})
+server = MCPServer("weather")
+ran = []
+
+@server.tool()
+def weather(city: str) -> str:
+    \"\"\"The weather in a city.\"\"\"
+    ran.append(city)
+    return f"{city}: sunny, 21 degrees"
+
+async def main():
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher"}
+    async with Client(server) as client:
+        session = guard_session(client.session)
+        with trace.get_tracer("app").start_as_current_span("invoke_agent", attributes=agent):
+            results = [await session.call_tool("weather", {"city": "Paris"}) for _ in range(6)]
+            live = processor.run_for(trace.get_current_span().get_span_context()) is not None
+    return [r.is_error for r in results], live
+
+errors, live = asyncio.run(main())
+provider.force_flush()
+finished = spans.get_finished_spans()
+served = sum(s.attributes.get("gen_ai.operation.name") == "execute_tool" for s in finished)
+print(json.dumps({"errors": errors, "ran": ran, "live": live, "served": served}))
+"""
+"""An app with otel-stall installed on the global provider, where MCP's own spans go."""
+
+
+def test_the_loop_is_refused_with_mcp_spans_on_the_installed_processor() -> None:
+    """MCP's spans reach the processor without arguments: the session still refuses the repeat."""
+    import json
+    import subprocess
+    import sys
+
+    require("mcp")
+    done = subprocess.run(
+        [sys.executable, "-c", GLOBAL_PROVIDER],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["served"] == 1  # the server's tool span, one: the refused calls never reached it
+    assert seen["live"]  # the processor holds a run of the app's agent span
+    assert seen["errors"] == [False] + [True] * 5
+    assert seen["ran"] == ["Paris"]
+
+
 def test_a_run_at_break_is_told_to_answer_and_every_call_is_refused() -> None:
     """A host asking before each turn hears ``stops`` after 5 refused rounds; calls stay refused."""
     ran: list[str] = []

@@ -115,6 +115,64 @@ def test_the_loop_is_stopped_with_the_processor_installed() -> None:
         provider.shutdown()
 
 
+GLOBAL_PROVIDER = """
+import asyncio, json
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from agents import Agent, RunConfig, Runner, function_tool
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+import otel_stall
+from otel_stall.integrations.openai_agents import guard
+
+provider = TracerProvider()
+trace.set_tracer_provider(provider)
+processor = otel_stall.install(exporter=InMemorySpanExporter(), environ={})
+ran = []
+
+@function_tool
+def weather(city: str) -> str:
+    \"\"\"The weather in a city.\"\"\"
+    ran.append(city)
+    return f"{city}: sunny, 21 degrees"
+
+asked = iter(range(100))
+
+def respond(call):
+    if not call.tools:
+        return [assistant_message("answer")]
+    return [function_call("weather", {"city": "Paris"}, call_id=f"call-{next(asked)}")]
+
+model = ScriptedModel([ModelStep.respond(respond) for _ in range(12)])
+agent = guard(Agent(name="researcher", instructions="Answer.", tools=[weather], model=model))
+attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher"}
+with trace.get_tracer("app").start_as_current_span("invoke_agent", attributes=attributes):
+    config = RunConfig(tracing_disabled=True)
+    result = asyncio.run(Runner.run(agent, "Weather?", run_config=config))
+tools = [bool(call.tools) for call in model.calls]
+print(json.dumps({"ran": ran, "tools": tools, "answer": result.final_output}))
+"""
+"""An app with otel-stall installed on the global provider, running the guarded agent in a span."""
+
+
+def test_the_loop_is_stopped_under_the_global_installed_processor() -> None:
+    """With install() on the global provider and the app's agent span, the default gate stops it."""
+    import subprocess
+    import sys
+
+    require("agents")
+    done = subprocess.run(
+        [sys.executable, "-c", GLOBAL_PROVIDER],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen == {"ran": ["Paris"], "tools": [True] * 6 + [False], "answer": "answer"}
+
+
 def _healthy_responder() -> Callable[[Any], Any]:
     """A model that asks three different cities, then answers."""
     from agents.testing import assistant_message, function_call
