@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from otel_stall.integrations.gate import Decision, ToolGate
@@ -68,7 +68,7 @@ class GuardedSession:
         *,
         gate: ToolGate | None = None,
         run: Hashable | None = None,
-        exempt: frozenset[str] = frozenset(),
+        exempt: Iterable[str] = (),
     ) -> None:
         self.session = session
         self.gate = gate if gate is not None else _GATE
@@ -114,7 +114,7 @@ def guard_session(
     *,
     gate: ToolGate | None = None,
     run: Hashable | None = None,
-    exempt: frozenset[str] = frozenset(),
+    exempt: Iterable[str] = (),
 ) -> GuardedSession:
     """``session`` with the gate in its ``call_tool`` (:class:`GuardedSession`)."""
     return GuardedSession(session, gate=gate, run=run, exempt=exempt)

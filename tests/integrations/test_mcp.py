@@ -41,7 +41,10 @@ def _server(ran: list[str]) -> Any:
 
 
 def _connected(
-    ran: list[str], gate: ToolGate, body: Callable[[Any], Awaitable[list[Any]]]
+    ran: list[str],
+    gate: ToolGate,
+    body: Callable[[Any], Awaitable[list[Any]]],
+    exempt: frozenset[str] = frozenset(),
 ) -> list[Any]:
     """Run ``body`` with a guarded ``ClientSession`` of a real in-memory connection."""
     from mcp.client import Client
@@ -50,7 +53,7 @@ def _connected(
 
     async def main() -> list[Any]:
         async with Client(_server(ran)) as client:
-            return await body(guard_session(client.session, gate=gate))
+            return await body(guard_session(client.session, gate=gate, exempt=exempt))
 
     return asyncio.run(main())
 
@@ -227,3 +230,13 @@ def test_a_warning_is_one_more_text_block_of_the_result() -> None:
     assert texts[3] == ["Paris: sunny, 21 degrees"]
     assert results[5].is_error
     print("warning:", texts[2][1])
+
+
+def test_a_tool_the_session_exempts_is_never_refused() -> None:
+    """``guard_session(..., exempt=...)`` exempts a tool the policy does not name."""
+    ran: list[str] = []
+    gate = ToolGate(policy=StallPolicy())
+    poll = lambda s: _six(s, "job_status", {"job": "42"})  # noqa: E731
+    results = _connected(ran, gate, poll, exempt=frozenset({"job_status"}))
+    assert ran == ["42"] * 6
+    assert not any(r.is_error for r in results)
