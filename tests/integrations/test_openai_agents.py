@@ -272,3 +272,31 @@ def test_a_warning_is_told_on_the_next_turn_only() -> None:
     assert result.final_output == ANSWER
     print("warning:", told[3])
     print("break instructions:", told[5])
+
+
+def test_a_streamed_run_is_refused_and_stopped_the_same_way() -> None:
+    """``Runner.run_streamed`` goes through the same guardrails and tool checks, on its loop."""
+    import asyncio
+
+    require("agents")
+    from agents import Agent, RunConfig, Runner
+    from agents.testing import ModelStep, ScriptedModel
+
+    gate = ToolGate(policy=StallPolicy())
+    ran: list[str] = []
+    respond = _loop_responder("weather")
+    model = ScriptedModel([ModelStep.respond(respond) for _ in range(12)])
+    agent = _guarded(gate)(
+        Agent(name="researcher", instructions="Answer.", tools=[_weather_tool(ran)], model=model)
+    )
+
+    async def main() -> Any:
+        config = RunConfig(tracing_disabled=True)
+        streamed = Runner.run_streamed(agent, "Weather?", run_config=config)
+        async for _ in streamed.stream_events():
+            pass
+        return streamed
+
+    streamed = asyncio.run(main())
+    assert all(call.streamed for call in model.calls)
+    _assert_loop_stopped(streamed, model, ran, gate)
