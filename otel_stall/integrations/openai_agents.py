@@ -135,6 +135,19 @@ class _Runs:
             raise exc
 
 
+_TABLES: weakref.WeakKeyDictionary[ToolGate, _Runs] = weakref.WeakKeyDictionary()
+_TABLES_LOCK = threading.Lock()
+
+
+def _runs_of(gate: ToolGate) -> _Runs:
+    """One turn table per gate, so the agents of a handoff chain share a run's turns."""
+    with _TABLES_LOCK:
+        runs = _TABLES.get(gate)
+        if runs is None:
+            runs = _TABLES[gate] = _Runs(gate)
+        return runs
+
+
 def guard(agent: Any, *, gate: ToolGate | None = None) -> Any:
     """A clone of ``agent`` whose function tools the gate guards (the original is unchanged).
 
@@ -146,7 +159,7 @@ def guard(agent: Any, *, gate: ToolGate | None = None) -> Any:
     """
     from agents import FunctionTool
 
-    runs = _Runs(gate if gate is not None else default_gate())
+    runs = _runs_of(gate if gate is not None else default_gate())
     tools = [
         _guarded_tool(tool, runs) if isinstance(tool, FunctionTool) else tool
         for tool in agent.tools
