@@ -300,3 +300,36 @@ def test_a_streamed_run_is_refused_and_stopped_the_same_way() -> None:
     streamed = asyncio.run(main())
     assert all(call.streamed for call in model.calls)
     _assert_loop_stopped(streamed, model, ran, gate)
+
+
+def test_guarded_agents_of_a_handoff_share_the_run() -> None:
+    """A call that ran before a handoff is refused when the agent handed to asks it again."""
+    require("agents")
+    from agents import Agent, RunConfig, Runner
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+    from otel_stall.integrations.openai_agents import guard
+
+    gate = ToolGate(policy=StallPolicy())
+    ran: list[str] = []
+    weather = _weather_tool(ran)
+    script = iter(
+        [
+            [function_call("weather", {"city": "Paris"}, call_id="call-1")],
+            [function_call("transfer_to_forecaster", {}, call_id="call-2")],
+            [function_call("weather", {"city": "Paris"}, call_id="call-3")],
+            [assistant_message(ANSWER)],
+        ]
+    )
+    model = ScriptedModel([ModelStep.respond(lambda call: next(script)) for _ in range(4)])
+    forecaster = Agent(name="forecaster", instructions="Forecast.", tools=[weather], model=model)
+    guarded = guard(forecaster, gate=gate)
+    researcher = Agent(
+        name="researcher", instructions="Answer.", tools=[weather], model=model, handoffs=[guarded]
+    )
+    config = RunConfig(tracing_disabled=True)
+    result = Runner.run_sync(guard(researcher, gate=gate), "Weather?", run_config=config)
+    assert ran == ["Paris"]
+    assert result.last_agent.name == "forecaster"
+    assert _outputs(model.calls[-1])[-1].startswith("Refused: `weather` already ran")
+    assert result.final_output == ANSWER
