@@ -64,6 +64,7 @@ SCRIPTS = (
     ("import_instructions.py", ()),
     ("bench_detector.py", ()),
     ("bench_chanting.py", ()),
+    ("bench_gate.py", ()),
 )
 """In page order, with the arguments a full run adds. A script not in this checkout is skipped."""
 

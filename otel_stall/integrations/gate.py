@@ -113,7 +113,11 @@ class ToolGate:
     :func:`otel_stall.install` put on the global provider, looked up on each
     call (it may be installed after the gate is made). ``policy`` is the gate's
     own runs' policy (the processor's when there is one; else
-    ``StallPolicy.from_env()``).
+    ``StallPolicy.from_env()``). ``own_state`` keeps the gate's own run state
+    even with a processor installed (its policy is still the processor's): for
+    calls whose spans reach the processor without their arguments, such as an
+    MCP client's (its spans name the method, the server's name only the tool),
+    where the processor's run would never see a call repeat.
     """
 
     def __init__(
@@ -123,9 +127,11 @@ class ToolGate:
         policy: StallPolicy | None = None,
         max_runs: int = 1024,
         idle_seconds: float = 3600.0,
+        own_state: bool = False,
     ) -> None:
         self._processor = processor
         self._policy = policy
+        self._own_state = own_state
         self._runs: OrderedDict[Hashable, _OwnRun] = OrderedDict()
         self._lock = threading.Lock()
         self._max_runs = max_runs
@@ -162,7 +168,9 @@ class ToolGate:
         return self._policy
 
     def _live_run(self) -> Any:
-        """The processor's run of the current span, if it has state."""
+        """The processor's run of the current span, if it has state (and the gate may ask it)."""
+        if self._own_state:
+            return None
         processor = self.processor()
         if processor is None:
             return None
