@@ -1,4 +1,4 @@
-"""The real frameworks are in the `integrations` extra: without one, its tests skip, except in CI."""
+"""The real frameworks come with the `integrations` extra: without it, tests skip, except in CI."""
 
 from __future__ import annotations
 
