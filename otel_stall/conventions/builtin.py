@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-from otel_stall.conventions import model_content
+from otel_stall.conventions import final_answer, model_content, switches
 from otel_stall.conventions.content import (
     Event,
     event_value,
@@ -312,6 +312,8 @@ class Conventions:
             tool = attributes.get(GenAI.TOOL_NAME)
             if type(tool) is str and tool in tables.synthetic_tools:
                 return Role.OTHER
+            if final_answer.is_final_answer(name, attributes):
+                return Role.OTHER
         return role
 
     @property
@@ -420,19 +422,8 @@ class Conventions:
         return CONTENT_KEYS | self._tables.content_keys | custom
 
     def content_switch(self, attributes: Mapping[str, Any]) -> str | None:
-        """How to turn content capture on for the convention that names this span's role."""
-        conventions = [c for c in (*BUILTIN, *self.mappings) if c.content_switch]
-        keys: list[Callable[[SpanConvention], Iterable[str]]] = [
-            lambda c: c.markers,
-            lambda c: (*c.arguments_keys, *c.result_keys),
-            lambda c: c.roles,
-            lambda c: (key for key, _ in c.present),
-        ]
-        for keys_of in keys:  # its own keys first, then content keys (placeholders), then roles
-            for conv in conventions:
-                if any(key in attributes for key in keys_of(conv)):
-                    return conv.content_switch
-        return None
+        """How to turn content capture on for the framework that wrote this span."""
+        return switches.content_switch((*BUILTIN, *self.mappings), attributes)
 
     def tool_call(self, span: SpanRecord, run_key: RunKey = None) -> ToolCall:
         """The :class:`ToolCall` a tool span describes.

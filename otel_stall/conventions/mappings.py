@@ -18,6 +18,7 @@ from typing import Final
 from otel_stall.semconv import ADKAttributes as ADK
 from otel_stall.semconv import GenAIAttributes as GenAI
 from otel_stall.semconv import GenAIOperation as Op
+from otel_stall.semconv import HaystackAttributes as HS
 from otel_stall.semconv import LangGraphMarkers as LG
 from otel_stall.semconv import MCPAttributes as MCP
 from otel_stall.semconv import OpenInferenceAttributes as OI
@@ -73,6 +74,8 @@ class SpanConvention:
     """How to turn content capture on, for the "content not captured" hint."""
     markers: tuple[str, ...] = ()
     """Keys that only this instrumentation writes: they pick its ``content_switch`` first."""
+    marker_prefixes: tuple[str, ...] = ()
+    """Key prefixes that only this framework writes (``haystack.``): as ``markers``."""
     session_keys: tuple[str, ...] = ()
     """Where a span names its session, for an instrumentation whose runs no span spans:
     its calls outside every agent span make one run per session, across traces."""
@@ -139,7 +142,8 @@ OPENINFERENCE: Final = SpanConvention(
     synthetic_spans=frozenset({"FinalAnswerTool"}),
     step_markers=((LG.METADATA, f'"{LG.NODE}"'),),
     model_keys=(OI.LLM_MODEL_NAME,),
-    content_switch="unset OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS",
+    content_switch="unset OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS (or pass "
+    "TraceConfig(hide_inputs=False, hide_outputs=False), traceConfig in JS, to the instrumentor)",
 )
 """OpenInference; a LangGraph node visit labelled AGENT is a step; smolagents'
 ``FinalAnswerTool`` is the answer, not a call."""
@@ -153,7 +157,7 @@ TRACELOOP: Final = SpanConvention(
     tool_name_keys=(TL.ENTITY_NAME,),
     arguments_keys=(TL.ENTITY_INPUT,),
     result_keys=(TL.ENTITY_OUTPUT,),
-    content_switch="TRACELOOP_TRACE_CONTENT=true",
+    content_switch="TRACELOOP_TRACE_CONTENT=true (or Traceloop.init(trace_content=True))",
 )
 
 MCP_SDK: Final = SpanConvention(
@@ -248,6 +252,45 @@ LLAMA_INDEX: Final = SpanConvention(
 """LlamaIndex's AgentWorkflow (read through OpenInference): the receiving agent of a
 ``handoff`` call goes on under the same root span, its calls under the same steps."""
 
+HAYSTACK: Final = SpanConvention(
+    "Haystack",
+    present=((HS.TOOL_NAME, "tool"), (HS.AGENT_MAX_STEPS, "agent")),
+    tool_name_keys=(HS.TOOL_NAME,),
+    arguments_keys=(HS.TOOL_INPUT,),
+    result_keys=(HS.TOOL_OUTPUT,),
+    model_span_names=(HS.LLM_SPAN,),
+    content_switch="HAYSTACK_CONTENT_TRACING_ENABLED=true before haystack is imported (or "
+    "tracing.tracer.is_content_tracing_enabled = True)",
+    marker_prefixes=(HS.PREFIX,),
+)
+"""Haystack's own tracer: ``haystack.agent.run`` (the run) > ``haystack.agent.step`` >
+``haystack.agent.step.llm`` (a model call, known by its name: it has only content tags)
+and ``haystack.agent.step.tool`` (one per call). Content is off by default."""
+
+SEMANTIC_KERNEL: Final = SpanConvention(
+    "Semantic Kernel",
+    content_switch="SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true",
+    markers=("sk.available_functions",),
+)
+"""Semantic Kernel's model diagnostics: the GenAI keys; ``sk.available_functions`` on its
+model spans is its own (its tool spans carry only the GenAI keys)."""
+
+AG2: Final = SpanConvention(
+    "AG2",
+    content_switch="capture_content=True in AG2's OpenTelemetry instrumentation",
+    markers=("ag2.span.type",),
+)
+"""AG2 (``autogen.instrumentation``): the GenAI keys, with ``ag2.span.type`` on every span."""
+
+MASTRA: Final = SpanConvention(
+    "Mastra",
+    content_switch="leave Mastra's tracingOptions hideInput / hideOutput unset (or false)",
+    markers=("mastra.span.type",),
+    marker_prefixes=("mastra.",),
+)
+"""Mastra's exporters (OTel, OpenInference, ...) keep ``mastra.*`` keys on every span:
+Mastra's own switch wins over the exporter's."""
+
 BUILTIN: Final = (
     GENAI,
     OPENINFERENCE,
@@ -261,6 +304,10 @@ BUILTIN: Final = (
     VERCEL_AI_OTEL,
     GEMINI_CLI,
     LLAMA_INDEX,
+    HAYSTACK,
+    SEMANTIC_KERNEL,
+    AG2,
+    MASTRA,
 )
 """In order of precedence: the first convention whose role key a span holds names its role."""
 

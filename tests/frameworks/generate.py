@@ -108,6 +108,24 @@ SCENARIOS: dict[str, Scenario] = {
         Expect("escalate", 1, 6, "the failures rule escalates after 5 failed calls of one tool"),
         "lookup k1..k6, every call raises",
     ),
+    "reworded": Scenario(
+        {
+            "main": [
+                _calls(("find_docs", {"query": q}))
+                for q in (
+                    "weather in Paris",
+                    "Paris weather today",
+                    "forecast for Paris",
+                    "what is the weather like in Paris",
+                    "Paris, France weather",
+                    "current conditions in Paris",
+                )
+            ]
+            + [_text("The documents do not say.")]
+        },
+        Expect("break", 1, 6, "no new facts: every result had been seen before"),
+        "find_docs 6 times, each query reworded, the same documents each time",
+    ),
     "subagent": Scenario(
         {
             "main": [_calls(("research", {"topic": "otel"})), _text("Research done.")],
@@ -552,6 +570,38 @@ FRAMEWORKS: tuple[Framework, ...] = (
             "fetch_page": ("read_file", {"file_path": "page{page}.txt"}),
             "lookup": ("read_file", {"file_path": "missing/{key}.txt"}),
         },
+    ),
+    Framework(
+        "haystack",
+        "3.4.1",
+        ("haystack-ai==3.4.1", "opentelemetry-haystack==2.0.0"),
+        "fw_haystack.py",
+        (
+            Layout(
+                "content",
+                ("loop", "progress", "parallel", "failing", "reworded", "loop-nocontent"),
+                {"HAYSTACK_CONTENT_TRACING_ENABLED": "true"},
+                nocontent_env={"HAYSTACK_CONTENT_TRACING_ENABLED": "false"},
+                note="Agent on OpenAIChatGenerator; content tracing on (off by default)",
+            ),
+        ),
+        "tracing.enable_tracing(OpenTelemetryTracer(...)) from opentelemetry-haystack",
+    ),
+    Framework(
+        "google-genai",
+        "2.34.0",
+        ("google-genai==2.34.0", "opentelemetry-instrumentation-google-genai==1.3b0"),
+        "fw_google_genai.py",
+        (
+            Layout(
+                "afc",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"},
+                nocontent_env={"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "NO_CONTENT"},
+                note="automatic function calling: the whole tool loop in one generate_content",
+            ),
+        ),
+        "GoogleGenAiSdkInstrumentor().instrument(tracer_provider=...); Gemini API on the stub",
     ),
     Framework(
         "vercel-ai",
