@@ -53,13 +53,16 @@ FINAL_ANSWERS: Final = (
     FinalAnswer(
         "DSPy ReAct",
         "finish",
+        span_names=frozenset({"finish.__call__", "finish.acall"}),
         descriptions=("Marks the task as complete",),
         results=frozenset({"Completed."}),
     ),
 )
 """Read from each framework's source: smolagents ``FinalAnswerTool`` (span named after
 the class), BeeAI ``agents/requirement/utils/_tool.py`` ``FinalAnswerTool``, DSPy
-``predict/react.py`` (``tools["finish"]``, returns ``"Completed."``)."""
+``predict/react.py`` (``tools["finish"]``, returns ``"Completed."``; OpenInference names a
+DSPy tool's span ``<tool>.__call__`` / ``<tool>.acall`` and sets no tool name, and ReAct's
+``finish`` replaces any user tool of that name, so the span name alone tells it)."""
 
 SPAN_NAMES: Final = frozenset(name for entry in FINAL_ANSWERS for name in entry.span_names)
 """Span names that mark a final answer whatever the tool name."""

@@ -588,6 +588,21 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "tracing.enable_tracing(OpenTelemetryTracer(...)) from opentelemetry-haystack",
     ),
     Framework(
+        "dspy",
+        "3.4.1",
+        ("dspy==3.4.1", "openinference-instrumentation-dspy==0.1.48"),
+        "fw_dspy.py",
+        (
+            Layout(
+                "openinference",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                nocontent_env=OPENINFERENCE_HIDE,
+                note="dspy.ReAct on a scripted dspy.LM; ReAct's own finish tool is not a call",
+            ),
+        ),
+        "DSPyInstrumentor().instrument(tracer_provider=...)",
+    ),
+    Framework(
         "google-genai",
         "2.34.0",
         ("google-genai==2.34.0", "opentelemetry-instrumentation-google-genai==1.3b0"),
