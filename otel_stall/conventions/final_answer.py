@@ -67,7 +67,8 @@ DSPy tool's span ``<tool>.__call__`` / ``<tool>.acall`` and sets no tool name, a
 SPAN_NAMES: Final = frozenset(name for entry in FINAL_ANSWERS for name in entry.span_names)
 """Span names that mark a final answer whatever the tool name."""
 _BY_TOOL: Final[Mapping[str, tuple[FinalAnswer, ...]]] = {
-    tool: tuple(e for e in FINAL_ANSWERS if e.tool == tool) for tool in {e.tool for e in FINAL_ANSWERS}
+    tool: tuple(e for e in FINAL_ANSWERS if e.tool == tool)
+    for tool in {e.tool for e in FINAL_ANSWERS}
 }
 TOOL_NAME_KEYS: Final = (GenAI.TOOL_NAME, OI.TOOL_NAME, TL.ENTITY_NAME)
 """Where a tool span names its tool (the built-in conventions' name keys)."""

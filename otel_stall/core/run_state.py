@@ -204,11 +204,11 @@ class Node:
         "owned",
         "owner",
         "role",
+        "round_of",
         "run",
         "shared",
         "tools_done",
         "tools_open",
-        "round_of",
     )
 
     def __init__(

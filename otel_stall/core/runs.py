@@ -177,7 +177,7 @@ class RunTable:
         if role is Role.MODEL:
             run = self._model_started(span_id, inherit)
             return inherit is None or not inherit.in_model, run
-        elif role is Role.AGENT:
+        if role is Role.AGENT:
             self._agent_started(trace_id, span_id, inherit, handle, context, root)
         elif inherit is not None:
             self.track(span_id, inherit)

@@ -10,6 +10,7 @@ and :class:`StallSpanProcessor`, and expects the replay's reports and
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -113,7 +114,10 @@ def _tools_inside_model_spans(path: Path) -> bool:
     """Whether two tool spans of the fixture run one after another under one model span."""
     conventions = Conventions()
     spans = [
-        r for line in path.read_text().splitlines() if line for r in spans_from_json(orjson.loads(line))
+        r
+        for line in path.read_text().splitlines()
+        if line
+        for r in spans_from_json(orjson.loads(line))
     ]
     models = {s.span_id for s in spans if conventions.span_role(s.name, s.attributes) is Role.MODEL}
     children: dict[str, list[tuple[int, int]]] = {}
@@ -123,7 +127,7 @@ def _tools_inside_model_spans(path: Path) -> bool:
             children.setdefault(span.parent_span_id, []).append((span.start_ns, span.end_ns))
     for calls in children.values():
         calls.sort()
-        if any(later[0] >= earlier[1] for earlier, later in zip(calls, calls[1:], strict=False)):
+        if any(later[0] >= earlier[1] for earlier, later in itertools.pairwise(calls)):
             return True
     return False
 

@@ -38,9 +38,7 @@ def main() -> None:
                 maximum_remote_calls=20
             ),
         )
-        client.models.generate_content(
-            model=MODEL, contents=h.prompt(args.scenario), config=config
-        )
+        client.models.generate_content(model=MODEL, contents=h.prompt(args.scenario), config=config)
 
 
 if __name__ == "__main__":
