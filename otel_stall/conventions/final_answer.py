@@ -30,6 +30,8 @@ class FinalAnswer:
     """The tool's name, as the span's tool-name key gives it."""
     span_names: frozenset[str] = frozenset()
     """Span names (the tool's class, as OpenInference names tool spans) that mark it alone."""
+    classes: frozenset[str] = frozenset()
+    """The tool's class, where a span names it (``metadata.class_name``, OpenInference BeeAI)."""
     descriptions: tuple[str, ...] = ()
     """Texts the framework's own tool description starts with."""
     results: frozenset[str] = frozenset()
@@ -47,6 +49,7 @@ FINAL_ANSWERS: Final = (
         "BeeAI RequirementAgent",
         "final_answer",
         span_names=frozenset({"FinalAnswerTool"}),
+        classes=frozenset({"FinalAnswerTool"}),
         descriptions=("Sends the final answer to the user",),
         results=frozenset({"Message has been sent"}),
     ),
@@ -76,6 +79,8 @@ DESCRIPTION_KEYS: Final = (GenAI.TOOL_DESCRIPTION, OI.TOOL_DESCRIPTION)
 """Where a tool span carries its tool's description."""
 RESULT_KEYS: Final = (OI.OUTPUT_VALUE, GenAI.TOOL_CALL_RESULT, TL.ENTITY_OUTPUT)
 """Where a tool span carries its result."""
+CLASS_KEYS: Final = ("metadata.class_name",)
+"""Where a tool span names its tool's class (OpenInference's BeeAI instrumentation)."""
 
 
 def is_final_answer(name: str, attributes: Mapping[str, Any], tool: str | None = None) -> bool:
@@ -91,12 +96,13 @@ def is_final_answer(name: str, attributes: Mapping[str, Any], tool: str | None =
     entries = _BY_TOOL.get(tool)
     if entries is None:
         return False
+    cls = _text(attributes, CLASS_KEYS)
     description = _text(attributes, DESCRIPTION_KEYS)
     result = _text(attributes, RESULT_KEYS)
     if result is not None:
         result = result.strip().strip('"')
     for entry in entries:
-        if name in entry.span_names:
+        if name in entry.span_names or (cls is not None and cls in entry.classes):
             return True
         if description is not None and description.startswith(entry.descriptions):
             return True

@@ -132,6 +132,16 @@ FINAL_ANSWERS = [
         },
         id="beeai-description",
     ),
+    pytest.param(  # OpenInference BeeAI names the class (fixture beeai/0.1.85-openinference)
+        "final_answer",
+        {
+            "openinference.span.kind": "TOOL",
+            "tool.name": "final_answer",
+            "metadata.class_name": "FinalAnswerTool",
+            "output.value": "__REDACTED__",
+        },
+        id="beeai-class",
+    ),
     pytest.param(
         "execute_tool final_answer",
         {

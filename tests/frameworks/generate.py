@@ -199,6 +199,8 @@ class Framework:
     """The framework makes model calls of its own (routing, checks): answer them apart."""
     final_tool: str = ""
     """A tool that the framework's agents must call to finish (closing texts become its calls)."""
+    final_argument: str = "answer"
+    """The final tool's argument that takes the closing text."""
 
     def venv(self, layout: Layout) -> Path:
         """Where the layout's virtualenv (or node_modules) lives: outside the repository."""
@@ -603,6 +605,23 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "DSPyInstrumentor().instrument(tracer_provider=...)",
     ),
     Framework(
+        "beeai",
+        "0.1.85",
+        ("beeai-framework==0.1.85", "openinference-instrumentation-beeai==0.1.30"),
+        "fw_beeai.py",
+        (
+            Layout(
+                "openinference",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                nocontent_env=OPENINFERENCE_HIDE,
+                note="RequirementAgent on OpenAIChatModel; its final_answer tool is not a call",
+            ),
+        ),
+        "BeeAIInstrumentor().instrument(tracer_provider=...)",
+        final_tool="final_answer",
+        final_argument="response",
+    ),
+    Framework(
         "google-genai",
         "2.34.0",
         ("google-genai==2.34.0", "opentelemetry-instrumentation-google-genai==1.3b0"),
@@ -700,7 +719,8 @@ def rewrite(script: Script, fw: Framework) -> Script:
         if "tool_calls" in t:
             return {"tool_calls": [call(c) for c in t["tool_calls"]]}
         if fw.final_tool:
-            return {"tool_calls": [{"name": fw.final_tool, "arguments": {"answer": t["text"]}}]}
+            answer = {fw.final_argument: t["text"]}
+            return {"tool_calls": [{"name": fw.final_tool, "arguments": answer}]}
         return t
 
     rewritten = {agent: [turn(t) for t in turns] for agent, turns in script.items()}
