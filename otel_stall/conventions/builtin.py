@@ -116,6 +116,8 @@ class _Tables:
     """Per convention that names sessions: the marks of its spans, and its session keys."""
     session_keys: frozenset[str] = frozenset()
     """Every convention's session keys: a span holding none names no session."""
+    error_flags: tuple[str, ...] = ()
+    """Keys whose value ``True`` says a call failed on a span left OK (Haystack's)."""
 
 
 def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
@@ -168,6 +170,7 @@ def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
             (conv.session_marks, conv.session_keys) for conv in conventions if conv.session_keys
         ),
         session_keys=frozenset(flat("session_keys")),
+        error_flags=flat("error_flags"),
     )
 
 
@@ -449,7 +452,10 @@ class Conventions:
         if result is ABSENT:
             result = self._content(attrs, tables.result_keys, span, tables.result_events)
         status = self._status(attrs, span.status_code)
-        if status is Status.OK and result is not ABSENT and says_error(result):
+        if status is Status.OK and (
+            (result is not ABSENT and says_error(result))
+            or any(attrs.get(key) is True for key in tables.error_flags)
+        ):
             status = Status.ERROR
         call_id = attrs.get(GenAI.TOOL_CALL_ID)
         return ToolCall(

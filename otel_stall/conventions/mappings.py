@@ -83,6 +83,9 @@ class SpanConvention:
     """``(tool, argument)``: a call of ``tool`` hands its run over to the agent that
     ``argument`` names, for a framework whose receiving agent has no span of its own:
     the run's later calls are that agent's run (LlamaIndex AgentWorkflow)."""
+    error_flags: tuple[str, ...] = ()
+    """Keys whose value ``True`` says the call failed, the span being OK (its error went
+    back to the model): read with content capture off too."""
     session_marks: tuple[tuple[str, str], ...] = ()
     """``(key, value)``: the spans ``session_keys`` is read on, this instrumentation's own
     (others may set the same key inside runs of their own); none: every span."""
@@ -259,6 +262,7 @@ HAYSTACK: Final = SpanConvention(
     arguments_keys=(HS.TOOL_INPUT,),
     result_keys=(HS.TOOL_OUTPUT,),
     model_span_names=(HS.LLM_SPAN,),
+    error_flags=(HS.TOOL_ERROR,),
     content_switch="HAYSTACK_CONTENT_TRACING_ENABLED=true before haystack is imported (or "
     "tracing.tracer.is_content_tracing_enabled = True)",
     marker_prefixes=(HS.PREFIX,),

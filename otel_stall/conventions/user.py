@@ -36,6 +36,9 @@ _KEY_LISTS: Final = (
     "tool_name_prefixes",
     "model_keys",
     "session_keys",
+    "markers",
+    "marker_prefixes",
+    "error_flags",
 )
 _SETS: Final = ("fold_case", "synthetic_spans", "synthetic_tools", "placeholders")
 _PAIRS: Final = (

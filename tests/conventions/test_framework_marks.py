@@ -8,6 +8,7 @@ fixture tests cover the same through the framework itself.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_stall import Conventions, Role
+from otel_stall import Status as CallStatus
 from otel_stall.conventions.mappings import SpanConvention
+from otel_stall.conventions.user import load_conventions
+from otel_stall.live.processor import span_record
 
 
 def _span(name: str, attributes: dict[str, Any]) -> ReadableSpan:
@@ -198,3 +202,25 @@ def test_a_frameworks_final_answer_tool_is_not_a_call(
 def test_a_users_tool_of_the_same_name_is_a_call(name: str, attributes: dict[str, Any]) -> None:
     """A tool named like a framework's terminal tool, without its marks, is counted."""
     assert _role(name, attributes) is Role.TOOL
+
+
+def test_a_mapping_file_gives_marks_and_error_flags(tmp_path: Path) -> None:
+    """``marker_prefixes`` and ``error_flags`` in a mapping file work as the built-ins' do."""
+    path = tmp_path / "acme.toml"
+    path.write_text(
+        "[[convention]]\n"
+        'name = "acme"\n'
+        'roles = { "acme.kind" = { step = "tool" } }\n'
+        'tool_name_keys = ["acme.tool"]\n'
+        'marker_prefixes = ["acme."]\n'
+        'error_flags = ["acme.failed"]\n'
+        'content_switch = "ACME_CONTENT=1"\n'
+    )
+    conventions = Conventions(mappings=load_conventions(path))
+    span = _span("step", {"acme.kind": "step", "acme.tool": "search", "acme.failed": True})
+    attributes = dict(span.attributes or {})
+    assert conventions.content_switch(attributes) == "ACME_CONTENT=1"
+    call = conventions.tool_call(span_record(span))
+    assert call.status is CallStatus.ERROR
+    ok = _span("step", {"acme.kind": "step", "acme.tool": "search", "acme.failed": False})
+    assert conventions.tool_call(span_record(ok)).status is CallStatus.OK

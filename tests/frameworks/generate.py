@@ -581,7 +581,15 @@ FRAMEWORKS: tuple[Framework, ...] = (
         (
             Layout(
                 "content",
-                ("loop", "progress", "parallel", "failing", "reworded", "loop-nocontent"),
+                (
+                    "loop",
+                    "progress",
+                    "parallel",
+                    "failing",
+                    "reworded",
+                    "loop-nocontent",
+                    "failing-nocontent",
+                ),
                 {"HAYSTACK_CONTENT_TRACING_ENABLED": "true"},
                 nocontent_env={"HAYSTACK_CONTENT_TRACING_ENABLED": "false"},
                 note="Agent on OpenAIChatGenerator; content tracing on (off by default)",
