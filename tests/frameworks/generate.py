@@ -630,6 +630,22 @@ FRAMEWORKS: tuple[Framework, ...] = (
         final_argument="response",
     ),
     Framework(
+        "semantic-kernel",
+        "1.45.0",
+        ("semantic-kernel==1.45.0",),
+        "fw_semantic_kernel.py",
+        (
+            Layout(
+                "sensitive",
+                ("loop", "progress", "failing"),
+                {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true"},
+                content=False,
+                note="ChatCompletionAgent, auto function calling; sensitive diagnostics on",
+            ),
+        ),
+        "the built-in telemetry on the global SDK provider",
+    ),
+    Framework(
         "google-genai",
         "2.34.0",
         ("google-genai==2.34.0", "opentelemetry-instrumentation-google-genai==1.3b0"),
