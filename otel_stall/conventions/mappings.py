@@ -113,7 +113,8 @@ GENAI: Final = SpanConvention(
     model_keys=(GenAI.REQUEST_MODEL,),
     model_span_names=(Op.CHAT, Op.GENERATE_CONTENT, Op.TEXT_COMPLETION),
     content_switch="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY (or the "
-    "framework's own switch)",
+    "framework's own switch; Semantic Kernel, whose tool spans carry no mark of its own: "
+    "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true)",
 )
 """The OTel GenAI conventions, with the operation names frameworks use besides them
 (gemini-cli's ``tool_call`` / ``llm_call``, contrib's ``agent_handoff``)."""
@@ -281,10 +282,11 @@ model spans is its own (its tool spans carry only the GenAI keys)."""
 
 AG2: Final = SpanConvention(
     "AG2",
-    content_switch="capture_content=True in AG2's OpenTelemetry instrumentation",
+    content_switch="TelemetryMiddleware(capture_content=True) (AG2's default)",
     markers=("ag2.span.type",),
 )
-"""AG2 (``autogen.instrumentation``): the GenAI keys, with ``ag2.span.type`` on every span."""
+"""AG2's ``TelemetryMiddleware`` (``ag2`` 1.x; ``autogen.instrumentation`` before): the
+GenAI keys, with ``ag2.span.type`` on every span."""
 
 MASTRA: Final = SpanConvention(
     "Mastra",

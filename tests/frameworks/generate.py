@@ -637,13 +637,34 @@ FRAMEWORKS: tuple[Framework, ...] = (
         (
             Layout(
                 "sensitive",
-                ("loop", "progress", "failing"),
+                ("loop", "progress", "parallel", "failing", "reworded"),
                 {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true"},
-                content=False,
                 note="ChatCompletionAgent, auto function calling; sensitive diagnostics on",
+            ),
+            Layout(
+                "diagnostics",
+                ("loop", "failing"),
+                {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true"},
+                content=False,
+                note="diagnostics without the sensitive form: no arguments or results",
             ),
         ),
         "the built-in telemetry on the global SDK provider",
+    ),
+    Framework(
+        "ag2",
+        "1.2.1",
+        ("ag2[openai]==1.2.1",),
+        "fw_ag2.py",
+        (
+            Layout(
+                "telemetry",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                nocontent_env={"AG2_CAPTURE_CONTENT": "false"},
+                note="Agent on OpenAIConfig; TelemetryMiddleware (capture_content on by default)",
+            ),
+        ),
+        "TelemetryMiddleware(tracer_provider=..., capture_content=...) in the agent's middleware",
     ),
     Framework(
         "google-genai",
