@@ -162,7 +162,10 @@ TRACELOOP: Final = SpanConvention(
     arguments_keys=(TL.ENTITY_INPUT,),
     result_keys=(TL.ENTITY_OUTPUT,),
     content_switch="TRACELOOP_TRACE_CONTENT=true (or Traceloop.init(trace_content=True))",
+    marker_prefixes=("traceloop.",),
 )
+"""OpenLLMetry: its decorators' ``traceloop.*`` keys; its LangChain instrumentation (0.62)
+writes the GenAI keys too, with ``traceloop.*`` beside them: those pick its switch."""
 
 MCP_SDK: Final = SpanConvention(
     "MCP",
@@ -298,6 +301,7 @@ MASTRA: Final = SpanConvention(
 Mastra's own switch wins over the exporter's."""
 
 BUILTIN: Final = (
+    MASTRA,
     GENAI,
     OPENINFERENCE,
     TRACELOOP,
@@ -313,8 +317,9 @@ BUILTIN: Final = (
     HAYSTACK,
     SEMANTIC_KERNEL,
     AG2,
-    MASTRA,
 )
-"""In order of precedence: the first convention whose role key a span holds names its role."""
+"""In order of precedence: the first convention whose role key a span holds names its role.
+Mastra first: it has no role keys, and its marks must pick its switch before those of the
+exporter it writes through (OpenLLMetry's ``traceloop.*``, OpenInference)."""
 
 __all__ = ["BUILTIN", "ROLE_NAMES", "SpanConvention"]

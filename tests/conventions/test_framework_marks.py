@@ -8,6 +8,7 @@ fixture tests cover the same through the framework itself.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,22 @@ SWITCHES = [
         {"traceloop.span.kind": "tool", "traceloop.entity.name": "search"},
         "TRACELOOP_TRACE_CONTENT",
         id="openllmetry",
+    ),
+    pytest.param(  # OpenLLMetry's LangChain instrumentation (fixture langchain/1.5.2-openllmetry)
+        "execute_tool search",
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "traceloop.span.kind": "tool",
+            "traceloop.entity.name": "search",
+        },
+        "TRACELOOP_TRACE_CONTENT",
+        id="openllmetry-langchain",
+    ),
+    pytest.param(  # Mastra through an OpenLLMetry-keyed exporter: Mastra's switch
+        "tool: search",
+        {"mastra.span.type": "tool_call", "traceloop.span.kind": "tool"},
+        "hideInput",
+        id="mastra-openllmetry",
     ),
     pytest.param(
         "execute_tool search",
@@ -224,3 +241,15 @@ def test_a_mapping_file_gives_marks_and_error_flags(tmp_path: Path) -> None:
     assert call.status is CallStatus.ERROR
     ok = _span("step", {"acme.kind": "step", "acme.tool": "search", "acme.failed": False})
     assert conventions.tool_call(span_record(ok)).status is CallStatus.OK
+
+
+def test_openllmetrys_serialised_tool_message_says_the_call_failed() -> None:
+    """OpenLLMetry's LangChain tool span: a ``ToolMessage`` with status error is a failure."""
+    message = {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages"]}
+    failed = {"output": {**message, "kwargs": {"content": "down", "status": "error"}}}
+    fine = {"output": {**message, "kwargs": {"content": "page 1", "status": "success"}}}
+    base = {"gen_ai.operation.name": "execute_tool", "traceloop.span.kind": "tool"}
+    conventions = Conventions()
+    for result, status in ((failed, CallStatus.ERROR), (fine, CallStatus.OK)):
+        span = _span("execute_tool lookup", {**base, "gen_ai.tool.call.result": json.dumps(result)})
+        assert conventions.tool_call(span_record(span)).status is status

@@ -667,6 +667,40 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "TelemetryMiddleware(tracer_provider=..., capture_content=...) in the agent's middleware",
     ),
     Framework(
+        "langchain",
+        "1.5.2",
+        (
+            "langchain==1.5.2",
+            "langchain-openai==1.7.4",
+            "opentelemetry-instrumentation-langchain==0.62.4",
+        ),
+        "fw_langchain_openllmetry.py",
+        (
+            Layout(
+                "openllmetry",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                nocontent_env={"TRACELOOP_TRACE_CONTENT": "false"},
+                note="create_agent on ChatOpenAI; OpenLLMetry's LangchainInstrumentor 0.62.4",
+            ),
+        ),
+        "LangchainInstrumentor().instrument(tracer_provider=...) (OpenLLMetry, no Traceloop SDK)",
+    ),
+    Framework(
+        "agno",
+        "3.1.10",
+        ("agno==3.1.10", "openai", "openinference-instrumentation-agno==1.0.15"),
+        "fw_agno.py",
+        (
+            Layout(
+                "openinference",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                nocontent_env=OPENINFERENCE_HIDE,
+                note="Agent on OpenAIChat; openinference-instrumentation-agno 1.0.15",
+            ),
+        ),
+        "AgnoInstrumentor().instrument(tracer_provider=...)",
+    ),
+    Framework(
         "google-genai",
         "2.34.0",
         ("google-genai==2.34.0", "opentelemetry-instrumentation-google-genai==1.3b0"),
