@@ -117,6 +117,9 @@ class GenAIAttributes:
     """string: ``execute_tool``, ``chat``, ``invoke_agent``, ..."""
     TOOL_NAME: Final = "gen_ai.tool.name"
     """string: the tool's name."""
+    SYSTEM: Final = "gen_ai.system"
+    """string: the instrumented system (deprecated for ``gen_ai.provider.name``); AutoGen's
+    own spans say ``autogen``."""
     TOOL_DESCRIPTION: Final = "gen_ai.tool.description"
     """string: the tool's description (tells a framework's own tool from a user's)."""
     TOOL_CALL_ID: Final = "gen_ai.tool.call.id"

@@ -76,6 +76,8 @@ class SpanConvention:
     """Keys that only this instrumentation writes: they pick its ``content_switch`` first."""
     marker_prefixes: tuple[str, ...] = ()
     """Key prefixes that only this framework writes (``haystack.``): as ``markers``."""
+    marker_values: tuple[tuple[str, str], ...] = ()
+    """``(key, value)`` pairs only this framework writes (``gen_ai.system = autogen``)."""
     session_keys: tuple[str, ...] = ()
     """Where a span names its session, for an instrumentation whose runs no span spans:
     its calls outside every agent span make one run per session, across traces."""
@@ -300,6 +302,14 @@ MASTRA: Final = SpanConvention(
 """Mastra's exporters (OTel, OpenInference, ...) keep ``mastra.*`` keys on every span:
 Mastra's own switch wins over the exporter's."""
 
+AUTOGEN: Final = SpanConvention(
+    "AutoGen",
+    content_switch="none: AutoGen's own tracing records no tool arguments or results "
+    "(trace the tools yourself, or with an instrumentation that records them)",
+    marker_values=((GenAI.SYSTEM, "autogen"),),
+)
+"""AutoGen (autogen-core 0.7): GenAI spans with ``gen_ai.system = autogen``, never content."""
+
 BUILTIN: Final = (
     MASTRA,
     GENAI,
@@ -317,6 +327,7 @@ BUILTIN: Final = (
     HAYSTACK,
     SEMANTIC_KERNEL,
     AG2,
+    AUTOGEN,
 )
 """In order of precedence: the first convention whose role key a span holds names its role.
 Mastra first: it has no role keys, and its marks must pick its switch before those of the

@@ -20,6 +20,8 @@ def _marked(conv: SpanConvention, attributes: Mapping[str, Any]) -> bool:
     """Whether the span holds a key only this convention's framework writes."""
     if any(key in attributes for key in conv.markers):
         return True
+    if any(attributes.get(key) == value for key, value in conv.marker_values):
+        return True
     prefixes = conv.marker_prefixes
     return bool(prefixes) and any(
         type(key) is str and key.startswith(prefixes) for key in attributes

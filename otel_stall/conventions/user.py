@@ -42,6 +42,7 @@ _KEY_LISTS: Final = (
 )
 _SETS: Final = ("fold_case", "synthetic_spans", "synthetic_tools", "placeholders")
 _PAIRS: Final = (
+    "marker_values",
     "arguments_events",
     "result_events",
     "step_markers",

@@ -96,6 +96,12 @@ SWITCHES = [
         "hideInput",
         id="mastra-openllmetry",
     ),
+    pytest.param(  # autogen-core's tracing (fixture autogen-agentchat/0.7.5-default)
+        "execute_tool search",
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.system": "autogen"},
+        "AutoGen's own tracing records no tool arguments",
+        id="autogen",
+    ),
     pytest.param(
         "execute_tool search",
         {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"},

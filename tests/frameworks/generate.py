@@ -701,6 +701,22 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "AgnoInstrumentor().instrument(tracer_provider=...)",
     ),
     Framework(
+        "autogen-agentchat",
+        "0.7.5",
+        ("autogen-agentchat==0.7.5", "autogen-ext[openai]==0.7.5"),
+        "fw_autogen.py",
+        (
+            Layout(
+                "default",
+                ("loop", "progress", "failing", "reworded"),
+                content=False,
+                note="AssistantAgent on OpenAIChatCompletionClient; autogen-core's own tracing"
+                " (records no tool arguments or results, and no model spans)",
+            ),
+        ),
+        "autogen-core's built-in tracing on the global SDK provider",
+    ),
+    Framework(
         "google-genai",
         "2.34.0",
         ("google-genai==2.34.0", "opentelemetry-instrumentation-google-genai==1.3b0"),
