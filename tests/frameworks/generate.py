@@ -713,6 +713,14 @@ FRAMEWORKS: tuple[Framework, ...] = (
                 note="AssistantAgent on OpenAIChatCompletionClient; autogen-core's own tracing"
                 " (records no tool arguments or results, and no model spans)",
             ),
+            Layout(
+                "openinference",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                {"AG_INSTRUMENTATION": "openinference"},
+                packages=("openinference-instrumentation-autogen-agentchat==0.1.22",),
+                nocontent_env=OPENINFERENCE_HIDE,
+                note="with OpenInference's AutogenAgentChatInstrumentor 0.1.22 beside it",
+            ),
         ),
         "autogen-core's built-in tracing on the global SDK provider",
     ),

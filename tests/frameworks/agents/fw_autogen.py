@@ -5,19 +5,27 @@ autogen-core writes GenAI spans (``invoke_agent``, ``execute_tool``) on the
 global provider that the harness sets; there is no instrumentation package.
 ``max_tool_iterations`` is raised above the scripts' length (the default, 1,
 stops after one round of calls). A failing tool's exception goes back to the
-model as an error result.
+model as an error result. ``AG_INSTRUMENTATION=openinference`` adds
+OpenInference's AgentChat instrumentor, which records content.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 
 import fw_harness as h
 
 
 async def main() -> None:
     args = h.parse_args()
-    with h.capture(args.out, "autogen"):
+    with h.capture(args.out, "autogen") as provider:
+        if os.environ.get("AG_INSTRUMENTATION") == "openinference":
+            from openinference.instrumentation.autogen_agentchat import (
+                AutogenAgentChatInstrumentor,
+            )
+
+            AutogenAgentChatInstrumentor().instrument(tracer_provider=provider)
         from autogen_agentchat.agents import AssistantAgent
         from autogen_ext.models.openai import OpenAIChatCompletionClient
 
