@@ -315,7 +315,7 @@ class Conventions:
             tool = attributes.get(GenAI.TOOL_NAME)
             if type(tool) is str and tool in tables.synthetic_tools:
                 return Role.OTHER
-            if final_answer.is_final_answer(name, attributes):
+            if final_answer.is_final_answer(name, attributes, tool if type(tool) is str else None):
                 return Role.OTHER
         return role
 
