@@ -124,6 +124,11 @@ class GenAIAttributes:
     """string: ``execute_tool``, ``chat``, ``invoke_agent``, ..."""
     TOOL_NAME: Final = "gen_ai.tool.name"
     """string: the tool's name."""
+    SYSTEM: Final = "gen_ai.system"
+    """string: the instrumented system (deprecated for ``gen_ai.provider.name``); AutoGen's
+    own spans say ``autogen``."""
+    TOOL_DESCRIPTION: Final = "gen_ai.tool.description"
+    """string: the tool's description (tells a framework's own tool from a user's)."""
     TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
     """string: the model's id for this tool call."""
     TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
@@ -216,6 +221,8 @@ class OpenInferenceAttributes:
     """string: the tool's name."""
     AGENT_NAME: Final = "agent.name"
     """string: the agent's name on AGENT spans (OpenAI Agents and newer instrumentors)."""
+    TOOL_DESCRIPTION: Final = "tool.description"
+    """string: the tool's description (tells a framework's own tool from a user's)."""
     INPUT_VALUE: Final = "input.value"
     """string: the span's input, often JSON."""
     OUTPUT_VALUE: Final = "output.value"
@@ -293,3 +300,22 @@ class LangGraphMarkers:
     """JSON string on OpenInference spans; a graph step's holds ``langgraph_node``."""
     NODE: Final = "langgraph_node"
     """The key inside ``metadata`` that makes an AGENT span a step of its graph's run."""
+
+
+class HaystackAttributes:
+    """Haystack's own tracer (``haystack.tracing``, 2.x and 3.x)."""
+
+    AGENT_MAX_STEPS: Final = "haystack.agent.max_steps"
+    """int: on ``haystack.agent.run`` from its start: the span of an Agent's run."""
+    TOOL_NAME: Final = "haystack.tool.name"
+    """string: on ``haystack.agent.step.tool``, one span per tool call (3.x)."""
+    TOOL_INPUT: Final = "haystack.agent.step.tool.input"
+    """JSON string: the call's arguments (content tracing only)."""
+    TOOL_OUTPUT: Final = "haystack.agent.step.tool.output"
+    """JSON string: the call's result, ``{"error": ...}`` when it failed (content tracing only)."""
+    TOOL_ERROR: Final = "haystack.tool.error"
+    """bool: the call failed (its error went back to the model)."""
+    LLM_SPAN: Final = "haystack.agent.step.llm"
+    """Span name of an agent step's model call, which carries no key but content tags."""
+    PREFIX: Final = "haystack."
+    """Every key Haystack's tracer writes starts so."""

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-from otel_stall.conventions import model_content
+from otel_stall.conventions import final_answer, model_content, switches
 from otel_stall.conventions.content import (
     Event,
     event_value,
@@ -118,6 +118,8 @@ class _Tables:
     """Per convention that names sessions: the marks of its spans, and its session keys."""
     session_keys: frozenset[str] = frozenset()
     """Every convention's session keys: a span holding none names no session."""
+    error_flags: tuple[str, ...] = ()
+    """Keys whose value ``True`` says a call failed on a span left OK (Haystack's)."""
 
 
 def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
@@ -170,6 +172,7 @@ def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
             (conv.session_marks, conv.session_keys) for conv in conventions if conv.session_keys
         ),
         session_keys=frozenset(flat("session_keys")),
+        error_flags=flat("error_flags"),
     )
 
 
@@ -314,6 +317,8 @@ class Conventions:
             tool = attributes.get(GenAI.TOOL_NAME)
             if type(tool) is str and tool in tables.synthetic_tools:
                 return Role.OTHER
+            if final_answer.is_final_answer(name, attributes, tool if type(tool) is str else None):
+                return Role.OTHER
         return role
 
     @property
@@ -422,19 +427,8 @@ class Conventions:
         return CONTENT_KEYS | self._tables.content_keys | custom
 
     def content_switch(self, attributes: Mapping[str, Any]) -> str | None:
-        """How to turn content capture on for the convention that names this span's role."""
-        conventions = [c for c in (*BUILTIN, *self.mappings) if c.content_switch]
-        keys: list[Callable[[SpanConvention], Iterable[str]]] = [
-            lambda c: c.markers,
-            lambda c: (*c.arguments_keys, *c.result_keys),
-            lambda c: c.roles,
-            lambda c: (key for key, _ in c.present),
-        ]
-        for keys_of in keys:  # its own keys first, then content keys (placeholders), then roles
-            for conv in conventions:
-                if any(key in attributes for key in keys_of(conv)):
-                    return conv.content_switch
-        return None
+        """How to turn content capture on for the framework that wrote this span."""
+        return switches.content_switch((*BUILTIN, *self.mappings), attributes)
 
     def tool_call(self, span: SpanRecord, run_key: RunKey = None) -> ToolCall:
         """The :class:`ToolCall` a tool span describes.
@@ -460,7 +454,10 @@ class Conventions:
         if result is ABSENT:
             result = self._content(attrs, tables.result_keys, span, tables.result_events)
         status = self._status(attrs, span.status_code)
-        if status is Status.OK and result is not ABSENT and says_error(result):
+        if status is Status.OK and (
+            (result is not ABSENT and says_error(result))
+            or any(attrs.get(key) is True for key in tables.error_flags)
+        ):
             status = Status.ERROR
         call_id = attrs.get(GenAI.TOOL_CALL_ID)
         return ToolCall(

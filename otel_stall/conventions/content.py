@@ -94,8 +94,9 @@ def says_error(result: Any) -> bool:
     """Whether a result reports a failure in its own envelope, the span being OK.
 
     ``{"status": "error"}`` (gemini-cli, a LangChain ``ToolMessage`` under
-    ``data``), ``is_error``/``isError`` (LlamaIndex, MCP), or a lone
-    ``{"error": ...}`` (Google ADK's ``on_tool_error_callback``).
+    ``data``, or serialised with ``lc`` as OpenLLMetry writes it),
+    ``is_error``/``isError`` (LlamaIndex, MCP), or a lone ``{"error": ...}``
+    (Google ADK's ``on_tool_error_callback``).
     """
     if type(result) is str:
         if "error" not in result and "Error" not in result:
@@ -110,13 +111,26 @@ def says_error(result: Any) -> bool:
     if not isinstance(result, dict):
         return False
     data = result.get("data")
+    output = result.get("output")
     return (
         _error_status(result.get("status"))
         or (isinstance(data, dict) and _error_status(data.get("status")))
+        or _lc_error(result)
+        or (isinstance(output, dict) and _lc_error(output))
         or result.get("is_error") is True
         or result.get("isError") is True
         or (len(result) == 1 and "error" in result)
     )
+
+
+def _lc_error(value: dict[Any, Any]) -> bool:
+    """Whether a LangChain-serialised ``ToolMessage`` says it failed.
+
+    ``{"lc": 1, "kwargs": {"status": "error"}}``, as OpenLLMetry's LangChain
+    instrumentation writes it (under ``output``).
+    """
+    kwargs = value.get("kwargs")
+    return value.get("lc") == 1 and isinstance(kwargs, dict) and _error_status(kwargs.get("status"))
 
 
 def _error_status(value: Any) -> bool:

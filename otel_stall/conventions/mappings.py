@@ -18,6 +18,7 @@ from typing import Final
 from otel_stall.semconv import ADKAttributes as ADK
 from otel_stall.semconv import GenAIAttributes as GenAI
 from otel_stall.semconv import GenAIOperation as Op
+from otel_stall.semconv import HaystackAttributes as HS
 from otel_stall.semconv import LangGraphMarkers as LG
 from otel_stall.semconv import MCPAttributes as MCP
 from otel_stall.semconv import OpenInferenceAttributes as OI
@@ -73,6 +74,10 @@ class SpanConvention:
     """How to turn content capture on, for the "content not captured" hint."""
     markers: tuple[str, ...] = ()
     """Keys that only this instrumentation writes: they pick its ``content_switch`` first."""
+    marker_prefixes: tuple[str, ...] = ()
+    """Key prefixes that only this framework writes (``haystack.``): as ``markers``."""
+    marker_values: tuple[tuple[str, str], ...] = ()
+    """``(key, value)`` pairs only this framework writes (``gen_ai.system = autogen``)."""
     session_keys: tuple[str, ...] = ()
     """Where a span names its session, for an instrumentation whose runs no span spans:
     its calls outside every agent span make one run per session, across traces."""
@@ -80,6 +85,9 @@ class SpanConvention:
     """``(tool, argument)``: a call of ``tool`` hands its run over to the agent that
     ``argument`` names, for a framework whose receiving agent has no span of its own:
     the run's later calls are that agent's run (LlamaIndex AgentWorkflow)."""
+    error_flags: tuple[str, ...] = ()
+    """Keys whose value ``True`` says the call failed, the span being OK (its error went
+    back to the model): read with content capture off too."""
     session_marks: tuple[tuple[str, str], ...] = ()
     """``(key, value)``: the spans ``session_keys`` is read on, this instrumentation's own
     (others may set the same key inside runs of their own); none: every span."""
@@ -107,7 +115,8 @@ GENAI: Final = SpanConvention(
     model_keys=(GenAI.REQUEST_MODEL,),
     model_span_names=(Op.CHAT, Op.GENERATE_CONTENT, Op.TEXT_COMPLETION),
     content_switch="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY (or the "
-    "framework's own switch)",
+    "framework's own switch; Semantic Kernel, whose tool spans carry no mark of its own: "
+    "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true)",
 )
 """The OTel GenAI conventions, with the operation names frameworks use besides them
 (gemini-cli's ``tool_call`` / ``llm_call``, contrib's ``agent_handoff``)."""
@@ -139,7 +148,8 @@ OPENINFERENCE: Final = SpanConvention(
     synthetic_spans=frozenset({"FinalAnswerTool"}),
     step_markers=((LG.METADATA, f'"{LG.NODE}"'),),
     model_keys=(OI.LLM_MODEL_NAME,),
-    content_switch="unset OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS",
+    content_switch="unset OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS (or pass "
+    "TraceConfig(hide_inputs=False, hide_outputs=False), traceConfig in JS, to the instrumentor)",
 )
 """OpenInference; a LangGraph node visit labelled AGENT is a step; smolagents'
 ``FinalAnswerTool`` is the answer, not a call."""
@@ -153,8 +163,11 @@ TRACELOOP: Final = SpanConvention(
     tool_name_keys=(TL.ENTITY_NAME,),
     arguments_keys=(TL.ENTITY_INPUT,),
     result_keys=(TL.ENTITY_OUTPUT,),
-    content_switch="TRACELOOP_TRACE_CONTENT=true",
+    content_switch="TRACELOOP_TRACE_CONTENT=true (or Traceloop.init(trace_content=True))",
+    marker_prefixes=("traceloop.",),
 )
+"""OpenLLMetry: its decorators' ``traceloop.*`` keys; its LangChain instrumentation (0.62)
+writes the GenAI keys too, with ``traceloop.*`` beside them: those pick its switch."""
 
 MCP_SDK: Final = SpanConvention(
     "MCP",
@@ -248,7 +261,57 @@ LLAMA_INDEX: Final = SpanConvention(
 """LlamaIndex's AgentWorkflow (read through OpenInference): the receiving agent of a
 ``handoff`` call goes on under the same root span, its calls under the same steps."""
 
+HAYSTACK: Final = SpanConvention(
+    "Haystack",
+    present=((HS.TOOL_NAME, "tool"), (HS.AGENT_MAX_STEPS, "agent")),
+    tool_name_keys=(HS.TOOL_NAME,),
+    arguments_keys=(HS.TOOL_INPUT,),
+    result_keys=(HS.TOOL_OUTPUT,),
+    model_span_names=(HS.LLM_SPAN,),
+    error_flags=(HS.TOOL_ERROR,),
+    content_switch="HAYSTACK_CONTENT_TRACING_ENABLED=true before haystack is imported (or "
+    "tracing.tracer.is_content_tracing_enabled = True)",
+    marker_prefixes=(HS.PREFIX,),
+)
+"""Haystack's own tracer: ``haystack.agent.run`` (the run) > ``haystack.agent.step`` >
+``haystack.agent.step.llm`` (a model call, known by its name: it has only content tags)
+and ``haystack.agent.step.tool`` (one per call). Content is off by default."""
+
+SEMANTIC_KERNEL: Final = SpanConvention(
+    "Semantic Kernel",
+    content_switch="SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true",
+    markers=("sk.available_functions",),
+)
+"""Semantic Kernel's model diagnostics: the GenAI keys; ``sk.available_functions`` on its
+model spans is its own (its tool spans carry only the GenAI keys)."""
+
+AG2: Final = SpanConvention(
+    "AG2",
+    content_switch="TelemetryMiddleware(capture_content=True) (AG2's default)",
+    markers=("ag2.span.type",),
+)
+"""AG2's ``TelemetryMiddleware`` (``ag2`` 1.x; ``autogen.instrumentation`` before): the
+GenAI keys, with ``ag2.span.type`` on every span."""
+
+MASTRA: Final = SpanConvention(
+    "Mastra",
+    content_switch="leave Mastra's tracingOptions hideInput / hideOutput unset (or false)",
+    markers=("mastra.span.type",),
+    marker_prefixes=("mastra.",),
+)
+"""Mastra's exporters (OTel, OpenInference, ...) keep ``mastra.*`` keys on every span:
+Mastra's own switch wins over the exporter's."""
+
+AUTOGEN: Final = SpanConvention(
+    "AutoGen",
+    content_switch="none: AutoGen's own tracing records no tool arguments or results "
+    "(trace the tools yourself, or with an instrumentation that records them)",
+    marker_values=((GenAI.SYSTEM, "autogen"),),
+)
+"""AutoGen (autogen-core 0.7): GenAI spans with ``gen_ai.system = autogen``, never content."""
+
 BUILTIN: Final = (
+    MASTRA,
     GENAI,
     OPENINFERENCE,
     TRACELOOP,
@@ -261,7 +324,13 @@ BUILTIN: Final = (
     VERCEL_AI_OTEL,
     GEMINI_CLI,
     LLAMA_INDEX,
+    HAYSTACK,
+    SEMANTIC_KERNEL,
+    AG2,
+    AUTOGEN,
 )
-"""In order of precedence: the first convention whose role key a span holds names its role."""
+"""In order of precedence: the first convention whose role key a span holds names its role.
+Mastra first: it has no role keys, and its marks must pick its switch before those of the
+exporter it writes through (OpenLLMetry's ``traceloop.*``, OpenInference)."""
 
 __all__ = ["BUILTIN", "ROLE_NAMES", "SpanConvention"]

@@ -36,9 +36,13 @@ _KEY_LISTS: Final = (
     "tool_name_prefixes",
     "model_keys",
     "session_keys",
+    "markers",
+    "marker_prefixes",
+    "error_flags",
 )
 _SETS: Final = ("fold_case", "synthetic_spans", "synthetic_tools", "placeholders")
 _PAIRS: Final = (
+    "marker_values",
     "arguments_events",
     "result_events",
     "step_markers",

@@ -204,8 +204,11 @@ class Node:
         "owned",
         "owner",
         "role",
+        "round_of",
         "run",
         "shared",
+        "tools_done",
+        "tools_open",
     )
 
     def __init__(
@@ -236,6 +239,13 @@ class Node:
         """A plain span's node: its children inherit this very node."""
         self.child = None if self.shared else child
         """What a child of a tracked span stores; ``None``: children need no entry."""
+        self.tools_open = 0
+        self.tools_done = 0
+        """On a model span's child node: its tool calls open and ended so far. A tool call
+        starting when none is open and one has ended is a round of its own (a client that
+        runs the tool loop inside one model span: Google GenAI's automatic function calling)."""
+        self.round_of: Node | None = None
+        """On a tool span's node: the model span's child node whose counts it is in."""
 
     def inherited(self) -> Node | None:
         """What a child of this span inherits."""

@@ -173,11 +173,11 @@ class RunTable:
         trace's or its session's, see :meth:`use`).
         """
         if role is Role.TOOL:
-            self._tool_started(trace_id, span_id, inherit, handle, context)
-        elif role is Role.MODEL:
+            return self._tool_started(trace_id, span_id, inherit, handle, context)
+        if role is Role.MODEL:
             run = self._model_started(span_id, inherit)
             return inherit is None or not inherit.in_model, run
-        elif role is Role.AGENT:
+        if role is Role.AGENT:
             self._agent_started(trace_id, span_id, inherit, handle, context, root)
         elif inherit is not None:
             self.track(span_id, inherit)
@@ -185,15 +185,26 @@ class RunTable:
 
     def _tool_started(
         self, trace_id: SpanId, span_id: SpanId, inherit: Node | None, handle: Any, context: Any
-    ) -> None:
-        """Track a tool span: its children are nested calls, the same call seen again."""
+    ) -> tuple[bool, Run | None]:
+        """Track a tool span: its children are nested calls, the same call seen again.
+
+        Inside a model span, after its earlier tool calls ended: whether it opens a round
+        of its own (the model was asked again in between, inside the same span).
+        """
         run, nested = (None, False) if inherit is None else (inherit.run, inherit.nested)
         if nested:
             child = inherit
         else:
             child = Node(run, True)
             child.owner = (trace_id, span_id, handle, context)
-        self.track(span_id, Node(run, nested, Role.TOOL, None, child))
+        node = Node(run, nested, Role.TOOL, None, child)
+        opens = False
+        if inherit is not None and inherit.in_model and not nested:
+            opens = inherit.tools_done > 0 and inherit.tools_open == 0
+            inherit.tools_open += 1
+            node.round_of = inherit
+        self.track(span_id, node)
+        return opens, run
 
     def _model_started(self, span_id: SpanId, inherit: Node | None) -> Run | None:
         """Track a model span; the run it belongs to (``None``: its trace's run).
@@ -239,7 +250,12 @@ class RunTable:
 
     def span_ended(self, span_id: SpanId) -> Node | None:
         """Forget an ended span's ancestry; its node, if it was tracked."""
-        return self.spans.pop(span_id, None) if self.spans else None
+        node = self.spans.pop(span_id, None) if self.spans else None
+        if node is not None and node.round_of is not None:
+            counts = node.round_of
+            counts.tools_open -= 1
+            counts.tools_done += 1
+        return node
 
     def untracked(self, parent_id: SpanId | None) -> Node:
         """Where an ended span that was not tracked (or was forgotten) belongs, as a plain node.

@@ -48,6 +48,8 @@ MODEL_END: Final = 2
 """A model call's end, ordered among the tool calls' ends: its outcome is known then."""
 DELEGATE: Final = 3
 """A sub-agent run's end, ordered among its parent run's calls: its verdict is known then."""
+ROUND: Final = 4
+"""A round opened inside one model span, at the start of a tool call after its earlier ones."""
 
 Key = tuple[int, int, str]
 """One call of a run, as it is ordered for its detector: time, kind of event, span id."""
@@ -151,7 +153,10 @@ class BatchRuns:
             return  # the plain root: it only closes the trace's run
         inherit = None if up is None else table.inherit(up)
         opens, run = table.start(role, spans.trace_id, span_id, inherit, None, span_id, root)
-        if opens:
+        if opens and role is Role.TOOL:  # a round inside one model span: see RunTable.start
+            call = spans.tools[span_id][0]
+            self._add(self._use(run, span_id, up), (call.start_ns, ROUND, span_id))
+        elif opens:
             start_ns, _, _ = spans.models[span_id]
             self._add(self._use(run, span_id, up), (start_ns, MODEL_START, span_id))
             self.result.model_calls += 1
@@ -414,6 +419,8 @@ def feed(
             findings = on_model_end(models[span_id][2])
         elif order == MODEL_START:
             findings = on_model(models[span_id][2])
+        elif order == ROUND:
+            findings = on_model(ModelCall(None, None, time_ns))
         else:
             agent, verdict = delegates[span_id]
             findings = detector.delegate_ended(agent, verdict, time_ns)

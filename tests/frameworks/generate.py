@@ -108,6 +108,24 @@ SCENARIOS: dict[str, Scenario] = {
         Expect("escalate", 1, 6, "the failures rule escalates after 5 failed calls of one tool"),
         "lookup k1..k6, every call raises",
     ),
+    "reworded": Scenario(
+        {
+            "main": [
+                _calls(("find_docs", {"query": q}))
+                for q in (
+                    "weather in Paris",
+                    "Paris weather today",
+                    "forecast for Paris",
+                    "what is the weather like in Paris",
+                    "Paris, France weather",
+                    "current conditions in Paris",
+                )
+            ]
+            + [_text("The documents do not say.")]
+        },
+        Expect("break", 1, 6, "no new facts: every result had been seen before"),
+        "find_docs 6 times, each query reworded, the same documents each time",
+    ),
     "subagent": Scenario(
         {
             "main": [_calls(("research", {"topic": "otel"})), _text("Research done.")],
@@ -181,6 +199,8 @@ class Framework:
     """The framework makes model calls of its own (routing, checks): answer them apart."""
     final_tool: str = ""
     """A tool that the framework's agents must call to finish (closing texts become its calls)."""
+    final_argument: str = "answer"
+    """The final tool's argument that takes the closing text."""
 
     def venv(self, layout: Layout) -> Path:
         """Where the layout's virtualenv (or node_modules) lives: outside the repository."""
@@ -554,6 +574,173 @@ FRAMEWORKS: tuple[Framework, ...] = (
         },
     ),
     Framework(
+        "haystack",
+        "3.4.1",
+        ("haystack-ai==3.4.1", "opentelemetry-haystack==2.0.0"),
+        "fw_haystack.py",
+        (
+            Layout(
+                "content",
+                (
+                    "loop",
+                    "progress",
+                    "parallel",
+                    "failing",
+                    "reworded",
+                    "loop-nocontent",
+                    "failing-nocontent",
+                ),
+                {"HAYSTACK_CONTENT_TRACING_ENABLED": "true"},
+                nocontent_env={"HAYSTACK_CONTENT_TRACING_ENABLED": "false"},
+                note="Agent on OpenAIChatGenerator; content tracing on (off by default)",
+            ),
+        ),
+        "tracing.enable_tracing(OpenTelemetryTracer(...)) from opentelemetry-haystack",
+    ),
+    Framework(
+        "dspy",
+        "3.4.1",
+        ("dspy==3.4.1", "openinference-instrumentation-dspy==0.1.48"),
+        "fw_dspy.py",
+        (
+            Layout(
+                "openinference",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                nocontent_env=OPENINFERENCE_HIDE,
+                note="dspy.ReAct on a scripted dspy.LM; ReAct's own finish tool is not a call",
+            ),
+        ),
+        "DSPyInstrumentor().instrument(tracer_provider=...)",
+    ),
+    Framework(
+        "beeai",
+        "0.1.85",
+        ("beeai-framework==0.1.85", "openinference-instrumentation-beeai==0.1.30"),
+        "fw_beeai.py",
+        (
+            Layout(
+                "openinference",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                nocontent_env=OPENINFERENCE_HIDE,
+                note="RequirementAgent on OpenAIChatModel; its final_answer tool is not a call",
+            ),
+        ),
+        "BeeAIInstrumentor().instrument(tracer_provider=...)",
+        final_tool="final_answer",
+        final_argument="response",
+    ),
+    Framework(
+        "semantic-kernel",
+        "1.45.0",
+        ("semantic-kernel==1.45.0",),
+        "fw_semantic_kernel.py",
+        (
+            Layout(
+                "sensitive",
+                ("loop", "progress", "parallel", "failing", "reworded"),
+                {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true"},
+                note="ChatCompletionAgent, auto function calling; sensitive diagnostics on",
+            ),
+            Layout(
+                "diagnostics",
+                ("loop", "failing"),
+                {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true"},
+                content=False,
+                note="diagnostics without the sensitive form: no arguments or results",
+            ),
+        ),
+        "the built-in telemetry on the global SDK provider",
+    ),
+    Framework(
+        "ag2",
+        "1.2.1",
+        ("ag2[openai]==1.2.1",),
+        "fw_ag2.py",
+        (
+            Layout(
+                "telemetry",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                nocontent_env={"AG2_CAPTURE_CONTENT": "false"},
+                note="Agent on OpenAIConfig; TelemetryMiddleware (capture_content on by default)",
+            ),
+        ),
+        "TelemetryMiddleware(tracer_provider=..., capture_content=...) in the agent's middleware",
+    ),
+    Framework(
+        "langchain",
+        "1.5.2",
+        (
+            "langchain==1.5.2",
+            "langchain-openai==1.7.4",
+            "opentelemetry-instrumentation-langchain==0.62.4",
+        ),
+        "fw_langchain_openllmetry.py",
+        (
+            Layout(
+                "openllmetry",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                nocontent_env={"TRACELOOP_TRACE_CONTENT": "false"},
+                note="create_agent on ChatOpenAI; OpenLLMetry's LangchainInstrumentor 0.62.4",
+            ),
+        ),
+        "LangchainInstrumentor().instrument(tracer_provider=...) (OpenLLMetry, no Traceloop SDK)",
+    ),
+    Framework(
+        "agno",
+        "3.1.10",
+        ("agno==3.1.10", "openai", "openinference-instrumentation-agno==1.0.15"),
+        "fw_agno.py",
+        (
+            Layout(
+                "openinference",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                nocontent_env=OPENINFERENCE_HIDE,
+                note="Agent on OpenAIChat; openinference-instrumentation-agno 1.0.15",
+            ),
+        ),
+        "AgnoInstrumentor().instrument(tracer_provider=...)",
+    ),
+    Framework(
+        "autogen-agentchat",
+        "0.7.5",
+        ("autogen-agentchat==0.7.5", "autogen-ext[openai]==0.7.5"),
+        "fw_autogen.py",
+        (
+            Layout(
+                "default",
+                ("loop", "progress", "failing", "reworded"),
+                content=False,
+                note="AssistantAgent on OpenAIChatCompletionClient; autogen-core's own tracing"
+                " (records no tool arguments or results, and no model spans)",
+            ),
+            Layout(
+                "openinference",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                {"AG_INSTRUMENTATION": "openinference"},
+                packages=("openinference-instrumentation-autogen-agentchat==0.1.22",),
+                nocontent_env=OPENINFERENCE_HIDE,
+                note="with OpenInference's AutogenAgentChatInstrumentor 0.1.22 beside it",
+            ),
+        ),
+        "autogen-core's built-in tracing on the global SDK provider",
+    ),
+    Framework(
+        "google-genai",
+        "2.34.0",
+        ("google-genai==2.34.0", "opentelemetry-instrumentation-google-genai==1.3b0"),
+        "fw_google_genai.py",
+        (
+            Layout(
+                "afc",
+                ("loop", "progress", "failing", "reworded", "loop-nocontent"),
+                {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"},
+                nocontent_env={"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "NO_CONTENT"},
+                note="automatic function calling: the whole tool loop in one generate_content",
+            ),
+        ),
+        "GoogleGenAiSdkInstrumentor().instrument(tracer_provider=...); Gemini API on the stub",
+    ),
+    Framework(
         "vercel-ai",
         "7.0.173",
         (
@@ -635,7 +822,8 @@ def rewrite(script: Script, fw: Framework) -> Script:
         if "tool_calls" in t:
             return {"tool_calls": [call(c) for c in t["tool_calls"]]}
         if fw.final_tool:
-            return {"tool_calls": [{"name": fw.final_tool, "arguments": {"answer": t["text"]}}]}
+            answer = {fw.final_argument: t["text"]}
+            return {"tool_calls": [{"name": fw.final_tool, "arguments": answer}]}
         return t
 
     rewritten = {agent: [turn(t) for t in turns] for agent, turns in script.items()}

@@ -107,6 +107,11 @@ def fetch_page(page: int) -> str:
     return f"Page {page}: items {first}..{first + 9}"
 
 
+def find_docs(query: str) -> str:
+    """Find documents about a query: however it is worded, the same two come back."""
+    return "Found 2 documents: doc-17 (Paris climate), doc-42 (France travel guide)."
+
+
 def lookup(key: str) -> str:
     """Look a key up in a backend that is down: always fails."""
     raise RuntimeError(f"backend unavailable while looking up {key}")
