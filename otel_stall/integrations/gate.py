@@ -186,7 +186,7 @@ class ToolGate:
         with self._lock:
             own = self._runs.get(key)
             if own is None:
-                own = _OwnRun(RunDetector(self.policy, run_key=str(key), keep=64))
+                own = _OwnRun(RunDetector(self.policy, run_key=str(key), keep=64), touched=now)
                 self._runs[key] = own
                 self._trim(now)
             else:
