@@ -9,7 +9,6 @@ same records whichever way the spans arrive.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +23,15 @@ from otel_stall.conventions.content import (
     without_call_ids,
 )
 from otel_stall.conventions.mappings import BUILTIN, SpanConvention
+from otel_stall.conventions.reading import (
+    AGENT,
+    PLAIN,
+    Reading,
+    first,
+    first_text,
+    marked,
+    named_in,
+)
 from otel_stall.core import chanting
 from otel_stall.core.config import ConfigError, env_field, parse_int, parse_names, resolve
 from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall
@@ -116,6 +124,8 @@ class _Tables:
     """Per convention that names sessions: the marks of its spans, and its session keys."""
     session_keys: frozenset[str] = frozenset()
     """Every convention's session keys: a span holding none names no session."""
+    switches: tuple[tuple[frozenset[str], str], ...] = ()
+    """``content_switch``'s tests in their order: (keys, switch); the first key held wins."""
 
 
 def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
@@ -168,7 +178,25 @@ def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
             (conv.session_marks, conv.session_keys) for conv in conventions if conv.session_keys
         ),
         session_keys=frozenset(flat("session_keys")),
+        switches=_switches(conventions),
     )
+
+
+def _switches(conventions: tuple[SpanConvention, ...]) -> tuple[tuple[frozenset[str], str], ...]:
+    """Each convention's own keys first, then its content keys (placeholders), then roles.
+
+    Compiled once: built per call, these lists cost a contentless tool span more
+    than the rest of its reading.
+    """
+    switching = [c for c in conventions if c.content_switch]
+    keys: list[Callable[[SpanConvention], Iterable[str]]] = [
+        lambda c: c.markers,
+        lambda c: (*c.arguments_keys, *c.result_keys),
+        lambda c: c.roles,
+        lambda c: (key for key, _ in c.present),
+    ]
+    tests = ((frozenset(keys_of(c)), c.content_switch) for keys_of in keys for c in switching)
+    return tuple((held, switch) for held, switch in tests if held)
 
 
 BUILTIN_TABLES: Final = compile_conventions(BUILTIN)
@@ -314,6 +342,11 @@ class Conventions:
                 return Role.OTHER
         return role
 
+    def classify(self, name: str, attributes: Mapping[str, Any] | None) -> Role:
+        """:meth:`span_role`, else :meth:`role_by_name`: a span's role, as the replay reads it."""
+        role = self.span_role(name, attributes)
+        return self.role_by_name(name) if role is Role.OTHER else role
+
     @property
     def tables(self) -> _Tables:
         """The compiled tables (built-ins, then user mappings): for ``otel-stall explain``."""
@@ -352,7 +385,7 @@ class Conventions:
         if not attributes or tables.session_keys.isdisjoint(attributes):
             return None  # the common case, in one set test
         for marks, keys in tables.sessions:
-            if _marked(attributes, marks):
+            if marked(attributes, marks):
                 for key in keys:
                     value = attributes.get(key)
                     if type(value) is str and value:
@@ -368,7 +401,7 @@ class Conventions:
         key = self._tables.handoffs.get(call.tool)
         if key is None:
             return None
-        return _named_in(call.arguments, key, 4) or ""
+        return named_in(call.arguments, key, 4) or ""
 
     def _unless_step(self, role: Role, attributes: Mapping[str, Any]) -> Role:
         if role is Role.AGENT:
@@ -421,18 +454,37 @@ class Conventions:
 
     def content_switch(self, attributes: Mapping[str, Any]) -> str | None:
         """How to turn content capture on for the convention that names this span's role."""
-        conventions = [c for c in (*BUILTIN, *self.mappings) if c.content_switch]
-        keys: list[Callable[[SpanConvention], Iterable[str]]] = [
-            lambda c: c.markers,
-            lambda c: (*c.arguments_keys, *c.result_keys),
-            lambda c: c.roles,
-            lambda c: (key for key, _ in c.present),
-        ]
-        for keys_of in keys:  # its own keys first, then content keys (placeholders), then roles
-            for conv in conventions:
-                if any(key in attributes for key in keys_of(conv)):
-                    return conv.content_switch
+        for keys, switch in self._tables.switches:
+            if not keys.isdisjoint(attributes):
+                return switch
         return None
+
+    def read(self, span: SpanRecord, role: Role | None = None, *, output: bool = True) -> Reading:
+        """Everything detection takes from one span, read once: see :class:`Reading`.
+
+        ``role`` is the span's role if the caller knows it already (live knows a
+        model span from its start); else :meth:`classify` decides. ``output``
+        false leaves a model call's output unread (its run's scan budget is spent).
+        A plain span gets the shared :data:`~otel_stall.conventions.reading.PLAIN`.
+        """
+        if role is None:
+            role = self.classify(span.name, span.attributes)
+        if role is Role.TOOL:
+            call = self.tool_call(span)
+            attrs = span.attributes
+            contentless = call.arguments is ABSENT and call.result is ABSENT
+            return Reading(
+                role,
+                call,
+                None,
+                self.session(attrs),
+                self.handoff_target(call),
+                self.content_switch(attrs) if contentless else None,
+            )
+        if role is Role.MODEL:
+            model = self.model_call(span, output=output)
+            return Reading(role, None, model, self.session(span.attributes))
+        return AGENT if role is Role.AGENT else PLAIN
 
     def tool_call(self, span: SpanRecord, run_key: RunKey = None) -> ToolCall:
         """The :class:`ToolCall` a tool span describes.
@@ -447,11 +499,11 @@ class Conventions:
         tables = self._tables
         custom = self._custom_for(attrs) if self.custom else None
         if custom is not None:
-            tool = _first_text(attrs, (*custom.tool_name_keys, *tables.name_keys))
-            arguments = _first(attrs, custom.arguments_keys)
-            result = _first(attrs, custom.result_keys)
+            tool = first_text(attrs, (*custom.tool_name_keys, *tables.name_keys))
+            arguments = first(attrs, custom.arguments_keys)
+            result = first(attrs, custom.result_keys)
         else:
-            tool = _first_text(attrs, tables.name_keys)
+            tool = first_text(attrs, tables.name_keys)
             arguments = result = ABSENT
         if arguments is ABSENT:
             arguments = self._content(attrs, tables.argument_keys, span, tables.argument_events)
@@ -507,13 +559,17 @@ class Conventions:
         head, _, tail = name.partition(" ")
         return tail.strip() or head
 
-    def model_call(self, span: SpanRecord, run_key: RunKey = None) -> ModelCall:
-        """The :class:`ModelCall` a model span describes."""
+    def model_call(
+        self, span: SpanRecord, run_key: RunKey = None, *, output: bool = True
+    ) -> ModelCall:
+        """The :class:`ModelCall` a model span describes (``output`` false: its text unread)."""
         attrs = span.attributes
-        model = _first(attrs, self._tables.model_keys)
+        model = first(attrs, self._tables.model_keys)
         status = self._status(attrs, span.status_code)
         error = None if status is Status.OK else model_content.failure(attrs, span.status_message)
-        choices = event_values(span.events, self._tables.output_events) if span.events else ()
+        choices = (
+            event_values(span.events, self._tables.output_events) if output and span.events else ()
+        )
         return ModelCall(
             run_key,
             span.span_id,
@@ -523,7 +579,11 @@ class Conventions:
             status,
             error,
             *model_content.token_usage(attrs),
-            *model_content.output_hashes(attrs, choices, self.output_scan_bytes),
+            *(
+                model_content.output_hashes(attrs, choices, self.output_scan_bytes)
+                if output
+                else ()
+            ),
         )
 
     def status(self, span: SpanRecord) -> Status:
@@ -601,50 +661,6 @@ def is_agent_span_name(name: str) -> bool:
     """
     op = Op.INVOKE_AGENT
     return name.startswith(op) and (len(name) == len(op) or name[len(op)] == " ")
-
-
-def _named_in(value: Any, key: str, depth: int) -> str | None:
-    """The text under ``key`` in arguments (JSON text or decoded), a few levels deep."""
-    if isinstance(value, str | bytes) and depth:
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    if isinstance(value, Mapping) and depth:
-        found = value.get(key)
-        if isinstance(found, str):
-            return found
-        for inner in value.values():
-            if isinstance(inner, Mapping):
-                name = _named_in(inner, key, depth - 1)
-                if name is not None:
-                    return name
-    return None
-
-
-def _marked(attributes: Mapping[str, Any], marks: tuple[tuple[str, str], ...]) -> bool:
-    """Whether every ``(key, value)`` mark is on the span.
-
-    A loop, not ``all()`` over a generator: 0.2 us against 1.2 us per span that
-    names a session key (measured with ``timeit``), on the live processor's path.
-    """
-    for key, value in marks:  # noqa: SIM110
-        if attributes.get(key) != value:
-            return False
-    return True
-
-
-def _first(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
-    for key in keys:
-        value = attributes.get(key)
-        if value is not None:
-            return value
-    return ABSENT
-
-
-def _first_text(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
-    value = _first(attributes, keys)
-    return None if value is ABSENT else str(value)
 
 
 __all__ = [

@@ -133,6 +133,8 @@ class RunDetector:
     _refiners: tuple[Rule, ...] = field(init=False)
     """The rules that may overrule a fresh result's novelty."""
     _novelty: Novelty = field(init=False)
+    scanned_bytes: int = field(default=0, init=False)
+    """Output text the run's outputs had read, against ``policy.run_scan_bytes``."""
     _facts: Facts = field(init=False)
     """The facts of the call being judged (one object, filled in per call)."""
     _new_fact_seq: int = field(default=0, init=False)
@@ -218,6 +220,8 @@ class RunDetector:
         Fed when the call ends, in the order calls end, after :meth:`model_call`.
         """
         self._count_model_call(call)
+        if call.chant is not None or call.output is not None:
+            call = self._within_scan_budget(call)
         fired = [f for rule in self._on_model_end if (f := rule.on_model_end(call, self))]
         if not fired:
             return ()
@@ -523,6 +527,18 @@ class RunDetector:
         same = self.in_a_row(call_signature)
         self._last_call, self._call_consecutive = call_signature, same
         return same
+
+    def _within_scan_budget(self, call: ModelCall) -> ModelCall:
+        """The call as the text rules see it: without its output once the run's budget is spent.
+
+        Charged here, in the order outputs are fed, so live, replay and the
+        gateway drop the same outputs whichever of them read the text.
+        """
+        if self.scanned_bytes >= self.policy.run_scan_bytes:
+            return replace(call, output=None, chant=None)
+        if call.chant is not None:
+            self.scanned_bytes += call.chant.scanned
+        return call
 
     def _count_model_call(self, call: ModelCall) -> None:
         """The run's clock and, after a stall's onset, a wasted call and its tokens."""
