@@ -114,7 +114,9 @@ def test_a_run_reads_at_most_its_budget_of_output_text() -> None:
     dropped unread: what the run holds and reads stays bounded, however long it goes.
     """
     policy = StallPolicy(run_scan_bytes=MIN_RUN_SCAN_BYTES)
-    big = [f"output {i} " + "x " * 150_000 for i in range(8)]  # 300 KB each, all distinct: twice the budget
+    big = [
+        f"output {i} " + "x " * 150_000 for i in range(8)
+    ]  # 300 KB each, all distinct: twice the budget
     _, scanned = _run(big, policy)
     assert scanned >= MIN_RUN_SCAN_BYTES
     assert scanned <= MIN_RUN_SCAN_BYTES + chanting.SCAN_BYTES
@@ -139,5 +141,5 @@ def test_the_run_budget_is_a_setting_with_a_floor() -> None:
     assert StallPolicy.from_env({}).run_scan_bytes == RUN_SCAN_BYTES
     set_ = StallPolicy.from_env({"OTEL_STALL_RUN_SCAN_BYTES": "2097152"})
     assert set_.run_scan_bytes == 2 * 1024 * 1024
-    with pytest.raises(ConfigError, match="OTEL_STALL_RUN_SCAN_BYTES.*at least 1048576"):
+    with pytest.raises(ConfigError, match=r"OTEL_STALL_RUN_SCAN_BYTES.*at least 1048576"):
         StallPolicy.from_env({"OTEL_STALL_RUN_SCAN_BYTES": "4096"})
