@@ -353,6 +353,19 @@ class Conventions:
         return self._tables
 
     @property
+    def model_reading_keys(self) -> tuple[frozenset[str], tuple[str, ...]]:
+        """What :meth:`read` takes of a model span: its keys, and its output keys' prefixes.
+
+        A gateway decodes no other attribute of a model span it forwards (its input
+        messages may be large, and are never read).
+        """
+        tables = self._tables
+        marks = {key for span_marks, _ in tables.sessions for key, _ in span_marks}
+        status = {Stall.REFUSED, Err.ERROR_TYPE, Err.HTTP_STATUS_CODE, Err.RPC_GRPC_STATUS_CODE}
+        keys = {*tables.model_keys, *model_content.OUTCOME_KEYS, *tables.session_keys, *marks}
+        return frozenset(keys | status), model_content.OUTPUT_KEY_PREFIXES
+
+    @property
     def role_name_patterns(self) -> tuple[tuple[str, ...], frozenset[str]]:
         """What :meth:`role_by_name` looks for: name prefixes and whole names, for a quick test."""
         tables = self._tables
