@@ -10,7 +10,7 @@ same records whichever way the spans arrive.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -32,6 +32,7 @@ from otel_stall.conventions.reading import (
     marked,
     named_in,
 )
+from otel_stall.conventions.tables import Tables, compile_conventions
 from otel_stall.core import chanting
 from otel_stall.core.config import ConfigError, env_field, parse_int, parse_names, resolve
 from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall
@@ -86,117 +87,6 @@ class CustomConvention:
     tool_name_keys: tuple[str, ...] = ()
     arguments_keys: tuple[str, ...] = ()
     result_keys: tuple[str, ...] = ()
-
-
-_ROLES: Final = {"tool": Role.TOOL, "model": Role.MODEL, "agent": Role.AGENT}
-
-
-@dataclass(frozen=True, slots=True)
-class _Tables:
-    """Conventions compiled into what each span needs: flat tuples, in precedence order."""
-
-    by_value: tuple[tuple[str, Mapping[str, Role], bool], ...]
-    """Role by an attribute's string value: (key, value → role, fold case)."""
-    by_presence: tuple[tuple[str, Role], ...]
-    """Role by an attribute's mere presence, after every value rule."""
-    role_keys: frozenset[str]
-    agent_prefixes: tuple[str, ...]
-    name_keys: tuple[str, ...]
-    argument_keys: tuple[str, ...]
-    result_keys: tuple[str, ...]
-    argument_events: tuple[tuple[str, str], ...]
-    result_events: tuple[tuple[str, str], ...]
-    output_events: tuple[tuple[str, str], ...]
-    placeholders: Mapping[str, frozenset[str]]
-    """Values of a content key that mean "not captured"."""
-    tool_name_prefixes: tuple[str, ...]
-    synthetic_spans: frozenset[str]
-    synthetic_tools: frozenset[str]
-    steps: tuple[tuple[str, str], ...]
-    model_keys: tuple[str, ...]
-    model_names: frozenset[str]
-    """Span names that mark a model span from its start, also followed by a space and more."""
-    model_prefixes: tuple[str, ...]
-    content_keys: frozenset[str]
-    handoffs: Mapping[str, str] = field(default_factory=dict)
-    """Handoff tools: tool name -> the argument naming the agent the run goes to."""
-    sessions: tuple[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], ...] = ()
-    """Per convention that names sessions: the marks of its spans, and its session keys."""
-    session_keys: frozenset[str] = frozenset()
-    """Every convention's session keys: a span holding none names no session."""
-    switches: tuple[tuple[frozenset[str], str], ...] = ()
-    """``content_switch``'s tests in their order: (keys, switch); the first key held wins."""
-
-
-def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
-    """Flatten conventions into lookup tables; earlier conventions take precedence."""
-    by_value: dict[str, tuple[dict[str, Role], bool]] = {}
-    placeholders: dict[str, set[str]] = {}
-    for conv in conventions:
-        for key, values in conv.roles.items():
-            roles, fold = by_value.setdefault(key, ({}, key in conv.fold_case))
-            for value, role in values.items():
-                roles.setdefault(value.upper() if fold else value, _ROLES[role])
-        for key in (*conv.arguments_keys, *conv.result_keys):
-            placeholders.setdefault(key, set()).update(conv.placeholders)
-
-    def flat(attr: str) -> tuple[Any, ...]:
-        return tuple(dict.fromkeys(item for conv in conventions for item in getattr(conv, attr)))
-
-    presence = tuple((key, _ROLES[role]) for key, role in flat("present"))
-    arguments, results = flat("arguments_keys"), flat("result_keys")
-    return _Tables(
-        by_value=tuple((key, roles, fold) for key, (roles, fold) in by_value.items()),
-        by_presence=presence,
-        role_keys=frozenset(by_value) | {key for key, _ in presence},
-        agent_prefixes=(Op.INVOKE_AGENT,),
-        name_keys=flat("tool_name_keys"),
-        argument_keys=arguments,
-        result_keys=results,
-        argument_events=flat("arguments_events"),
-        result_events=flat("result_events"),
-        output_events=flat("output_events"),
-        placeholders={k: frozenset(v) for k, v in placeholders.items() if v},
-        tool_name_prefixes=flat("tool_name_prefixes"),
-        synthetic_spans=frozenset(flat("synthetic_spans")),
-        synthetic_tools=frozenset(flat("synthetic_tools")),
-        steps=flat("step_markers"),
-        model_keys=flat("model_keys"),
-        model_names=frozenset(flat("model_span_names")),
-        model_prefixes=tuple(f"{name} " for name in flat("model_span_names")),
-        content_keys=frozenset(
-            (
-                *arguments,
-                *results,
-                *(name for name, _ in flat("arguments_events")),
-                *(name for name, _ in flat("result_events")),
-                *(name for name, _ in flat("output_events")),
-            )
-        ),
-        handoffs=dict(reversed(flat("handoff_tools"))),
-        sessions=tuple(
-            (conv.session_marks, conv.session_keys) for conv in conventions if conv.session_keys
-        ),
-        session_keys=frozenset(flat("session_keys")),
-        switches=_switches(conventions),
-    )
-
-
-def _switches(conventions: tuple[SpanConvention, ...]) -> tuple[tuple[frozenset[str], str], ...]:
-    """Each convention's own keys first, then its content keys (placeholders), then roles.
-
-    Compiled once: built per call, these lists cost a contentless tool span more
-    than the rest of its reading.
-    """
-    switching = [c for c in conventions if c.content_switch]
-    keys: list[Callable[[SpanConvention], Iterable[str]]] = [
-        lambda c: c.markers,
-        lambda c: (*c.arguments_keys, *c.result_keys),
-        lambda c: c.roles,
-        lambda c: (key for key, _ in c.present),
-    ]
-    tests = ((frozenset(keys_of(c)), c.content_switch) for keys_of in keys for c in switching)
-    return tuple((held, switch) for held, switch in tests if held)
 
 
 BUILTIN_TABLES: Final = compile_conventions(BUILTIN)
@@ -274,7 +164,7 @@ class Conventions:
     The rest is hashed as it is, so the cost of a 10 MB output stays small and
     linear (issue 27: 11.4 s and 280 MB before, 0.3 s and 30 MB after)."""
     _custom_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    _tables: _Tables = field(init=False, repr=False, compare=False)
+    _tables: Tables = field(init=False, repr=False, compare=False)
     BUILTIN: ClassVar[Conventions]
     """The built-in conventions alone."""
 
@@ -348,7 +238,7 @@ class Conventions:
         return self.role_by_name(name) if role is Role.OTHER else role
 
     @property
-    def tables(self) -> _Tables:
+    def tables(self) -> Tables:
         """The compiled tables (built-ins, then user mappings): for ``otel-stall explain``."""
         return self._tables
 
