@@ -17,6 +17,7 @@ of being analysed: one trace must not hold an Export call or the sweeper.
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -45,7 +46,6 @@ from otel_stall.otlp.decode import (
 )
 from otel_stall.otlp.encode import enrich_proto_span, python_to_any_value
 from otel_stall.semconv import (
-    GenAIAttributes,
     GenAIOperation,
     StallEventAttributes,
 )
@@ -68,7 +68,8 @@ MAX_HOPS: Final = 10_000
 """The analysis stops a walk after this many hops (``offline.analysis``)."""
 _EVENT: Final = StallEventAttributes.EVENT_NAME
 _KINDS: Final = {Role.TOOL: TOOL, Role.MODEL: MODEL, Role.AGENT: AGENT}
-_PRIORITY: Final = (GenAIAttributes.OPERATION_NAME,)
+_KEY_TAG: Final = b"\x0a"
+"""``KeyValue.key`` (field 1, length-delimited) on the wire."""
 _ATTRIBUTE_FIELD: Final = b"\x4a"
 """``Span.attributes`` (field 9, length-delimited) on the wire."""
 _EVENT_FIELD: Final = b"\x5a"
@@ -84,6 +85,23 @@ MARK: Final = b"stall."
 """Bytes every ``stall.*`` key and ``stall.detected`` event holds: without them, a span is clean."""
 _STALL_PREFIX: Final = "stall."
 _CACHE_MAX: Final = 50_000
+
+
+def key_pattern(keys: Iterable[str]) -> re.Pattern[bytes]:
+    """A pattern that finds any of ``keys`` encoded as a ``KeyValue.key`` (tag, length, key).
+
+    One regex pass over a scope's bytes instead of one ``find`` per key: the
+    tag byte anchors it, so the engine skips ahead with a byte search and
+    tries the keys only at each attribute's start (bench_gateway, ``plain``: the
+    scope test from 1.40 to 0.79 us a span, with 10 built-in role keys). A key
+    written with a non-minimal length varint (no encoder does) is not found:
+    its span is then forwarded un-enriched.
+    """
+    encoded = sorted((k.encode() for k in keys), key=len, reverse=True)
+    if not encoded:
+        return re.compile(b"(?!)")  # matches nothing
+    heads = (varint(len(k)) + k for k in encoded)
+    return re.compile(_KEY_TAG + b"(?:" + b"|".join(re.escape(h) for h in heads) + b")")
 
 
 class _Encodings:
@@ -176,8 +194,8 @@ class TraceDetector:
         interest = conventions.role_keys
         self.interest = interest
         """Role attribute keys, or ``None``: a custom ``role`` reads anything, decode every span."""
-        ordered = sorted(interest or (), key=lambda k: k not in _PRIORITY)
-        self.interest_bytes = tuple(k.encode() for k in ordered)
+        self.interest_pattern = key_pattern(interest or ())
+        """Finds a role key as an attribute's key on the wire: one pass over a scope's bytes."""
         self._model_keys, self._output_prefixes = conventions.model_reading_keys
         self._output_events = frozenset(name for name, _ in OUTPUT_EVENTS)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -289,7 +290,7 @@ class Pipeline:
         invalid: list[tuple[Any, Any, int]] = []
         detector = self.detector
         everything = detector.interest is None
-        flags = _scope_flags(request, body, detector.interest_bytes)
+        flags = _scope_flags(request, body, detector.interest_pattern)
         for r, rs in enumerate(request.resource_spans):
             for s, ss in enumerate(rs.scope_spans):
                 roles, named, marked = flags[r][s] if flags is not None else (True, True, True)
@@ -579,7 +580,7 @@ def _labels_bounded(report: RunReport) -> RunReport:
 
 
 def _scope_flags(
-    request: Any, body: bytes | None, keys: tuple[bytes, ...]
+    request: Any, body: bytes | None, keys: re.Pattern[bytes]
 ) -> list[list[tuple[bool, bool, bool]]] | None:
     """Per ``ScopeSpans``: (holds a role key, an agent span name, ``stall.``), from the raw bytes.
 
@@ -592,14 +593,14 @@ def _scope_flags(
     if ranges is None or len(ranges) != len(request.resource_spans):
         return None
     out: list[list[tuple[bool, bool, bool]]] = []
-    find = body.find
+    find, search = body.find, keys.search
     for scopes, rs in zip(ranges, request.resource_spans, strict=True):
         if len(scopes) != len(rs.scope_spans):
             return None
         out.append(
             [
                 (
-                    any(find(key, start, end) >= 0 for key in keys),
+                    search(body, start, end) is not None,
                     find(AGENT_NAME, start, end) >= 0,
                     find(MARK, start, end) >= 0,
                 )
