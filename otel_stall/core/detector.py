@@ -181,10 +181,11 @@ class RunDetector:
         self._rows = deque(maxlen=self.keep)
         policy = self.policy
         rules = self._rules = tuple(rule(policy) for rule in RULES if rule.enabled(policy))
-        self._on_call = _having(rules, "on_call")
-        self._on_repeated = tuple(
-            rule for rule in rules if rule in self._on_call or rule in _having(rules, "on_repeat")
-        )
+        self._on_call = on_call = _having(rules, "on_call")
+        # The repeat rules found once, not once per rule (bench_replay, binary: detector
+        # creation 1.05 s of a 15.4 s profile, 0.34 s of it these lookups).
+        on_repeat = _having(rules, "on_repeat")
+        self._on_repeated = tuple(rule for rule in rules if rule in on_call or rule in on_repeat)
         self._on_model_end = _having(rules, "on_model_end")
         self._on_round_open = _having(rules, "on_round_open")
         self._on_round_close = _having(rules, "on_round_close")
