@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from otel_stall.conventions import PLAIN, Conventions, Role, SpanRecord
 from otel_stall.core.records import ABSENT, Status
@@ -10,7 +11,7 @@ from otel_stall.core.records import ABSENT, Status
 CONVENTIONS = Conventions()
 
 
-def _span(name: str, attributes: dict[str, object]) -> SpanRecord:
+def _span(name: str, attributes: Mapping[str, object]) -> SpanRecord:
     return SpanRecord("t" * 32, "s" * 16, "p" * 16, name, 10, 20, attributes)
 
 
