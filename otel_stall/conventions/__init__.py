@@ -22,16 +22,19 @@ from otel_stall.conventions.builtin import (
     is_role_span_name,
     looks_agent_like,
 )
+from otel_stall.conventions.reading import PLAIN, Reading
 
 __all__ = [
     "CONTENT_KEYS",
     "OUTPUT_EVENTS",
+    "PLAIN",
     "ROLE_KEYS",
     "STATUS_ERROR",
     "STATUS_OK",
     "STATUS_UNSET",
     "Conventions",
     "CustomConvention",
+    "Reading",
     "Role",
     "SpanRecord",
     "agent_name",

@@ -9,7 +9,6 @@ same records whichever way the spans arrive.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +24,16 @@ from otel_stall.conventions.content import (
 )
 from otel_stall.conventions.mappings import BUILTIN, SpanConvention
 from otel_stall.conventions.names import name_from_span
+from otel_stall.conventions.reading import (
+    AGENT,
+    PLAIN,
+    Reading,
+    first,
+    first_text,
+    marked,
+    named_in,
+)
+from otel_stall.conventions.tables import Tables, compile_conventions
 from otel_stall.core import chanting
 from otel_stall.core.config import ConfigError, env_field, parse_int, parse_names, resolve
 from otel_stall.core.records import ABSENT, ModelCall, RunKey, Status, ToolCall
@@ -80,100 +89,6 @@ class CustomConvention:
     tool_name_keys: tuple[str, ...] = ()
     arguments_keys: tuple[str, ...] = ()
     result_keys: tuple[str, ...] = ()
-
-
-_ROLES: Final = {"tool": Role.TOOL, "model": Role.MODEL, "agent": Role.AGENT}
-
-
-@dataclass(frozen=True, slots=True)
-class _Tables:
-    """Conventions compiled into what each span needs: flat tuples, in precedence order."""
-
-    by_value: tuple[tuple[str, Mapping[str, Role], bool], ...]
-    """Role by an attribute's string value: (key, value → role, fold case)."""
-    by_presence: tuple[tuple[str, Role], ...]
-    """Role by an attribute's mere presence, after every value rule."""
-    role_keys: frozenset[str]
-    agent_prefixes: tuple[str, ...]
-    name_keys: tuple[str, ...]
-    argument_keys: tuple[str, ...]
-    result_keys: tuple[str, ...]
-    argument_events: tuple[tuple[str, str], ...]
-    result_events: tuple[tuple[str, str], ...]
-    output_events: tuple[tuple[str, str], ...]
-    placeholders: Mapping[str, frozenset[str]]
-    """Values of a content key that mean "not captured"."""
-    tool_name_prefixes: tuple[str, ...]
-    synthetic_spans: frozenset[str]
-    synthetic_tools: frozenset[str]
-    steps: tuple[tuple[str, str], ...]
-    model_keys: tuple[str, ...]
-    model_names: frozenset[str]
-    """Span names that mark a model span from its start, also followed by a space and more."""
-    model_prefixes: tuple[str, ...]
-    content_keys: frozenset[str]
-    handoffs: Mapping[str, str] = field(default_factory=dict)
-    """Handoff tools: tool name -> the argument naming the agent the run goes to."""
-    sessions: tuple[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], ...] = ()
-    """Per convention that names sessions: the marks of its spans, and its session keys."""
-    session_keys: frozenset[str] = frozenset()
-    """Every convention's session keys: a span holding none names no session."""
-    error_flags: tuple[str, ...] = ()
-    """Keys whose value ``True`` says a call failed on a span left OK (Haystack's)."""
-
-
-def compile_conventions(conventions: tuple[SpanConvention, ...]) -> _Tables:
-    """Flatten conventions into lookup tables; earlier conventions take precedence."""
-    by_value: dict[str, tuple[dict[str, Role], bool]] = {}
-    placeholders: dict[str, set[str]] = {}
-    for conv in conventions:
-        for key, values in conv.roles.items():
-            roles, fold = by_value.setdefault(key, ({}, key in conv.fold_case))
-            for value, role in values.items():
-                roles.setdefault(value.upper() if fold else value, _ROLES[role])
-        for key in (*conv.arguments_keys, *conv.result_keys):
-            placeholders.setdefault(key, set()).update(conv.placeholders)
-
-    def flat(attr: str) -> tuple[Any, ...]:
-        return tuple(dict.fromkeys(item for conv in conventions for item in getattr(conv, attr)))
-
-    presence = tuple((key, _ROLES[role]) for key, role in flat("present"))
-    arguments, results = flat("arguments_keys"), flat("result_keys")
-    return _Tables(
-        by_value=tuple((key, roles, fold) for key, (roles, fold) in by_value.items()),
-        by_presence=presence,
-        role_keys=frozenset(by_value) | {key for key, _ in presence},
-        agent_prefixes=(Op.INVOKE_AGENT,),
-        name_keys=flat("tool_name_keys"),
-        argument_keys=arguments,
-        result_keys=results,
-        argument_events=flat("arguments_events"),
-        result_events=flat("result_events"),
-        output_events=flat("output_events"),
-        placeholders={k: frozenset(v) for k, v in placeholders.items() if v},
-        tool_name_prefixes=flat("tool_name_prefixes"),
-        synthetic_spans=frozenset(flat("synthetic_spans")),
-        synthetic_tools=frozenset(flat("synthetic_tools")),
-        steps=flat("step_markers"),
-        model_keys=flat("model_keys"),
-        model_names=frozenset(flat("model_span_names")),
-        model_prefixes=tuple(f"{name} " for name in flat("model_span_names")),
-        content_keys=frozenset(
-            (
-                *arguments,
-                *results,
-                *(name for name, _ in flat("arguments_events")),
-                *(name for name, _ in flat("result_events")),
-                *(name for name, _ in flat("output_events")),
-            )
-        ),
-        handoffs=dict(reversed(flat("handoff_tools"))),
-        sessions=tuple(
-            (conv.session_marks, conv.session_keys) for conv in conventions if conv.session_keys
-        ),
-        session_keys=frozenset(flat("session_keys")),
-        error_flags=flat("error_flags"),
-    )
 
 
 BUILTIN_TABLES: Final = compile_conventions(BUILTIN)
@@ -251,7 +166,7 @@ class Conventions:
     The rest is hashed as it is, so the cost of a 10 MB output stays small and
     linear (issue 27: 11.4 s and 280 MB before, 0.3 s and 30 MB after)."""
     _custom_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    _tables: _Tables = field(init=False, repr=False, compare=False)
+    _tables: Tables = field(init=False, repr=False, compare=False)
     BUILTIN: ClassVar[Conventions]
     """The built-in conventions alone."""
 
@@ -321,10 +236,28 @@ class Conventions:
                 return Role.OTHER
         return role
 
+    def classify(self, name: str, attributes: Mapping[str, Any] | None) -> Role:
+        """:meth:`span_role`, else :meth:`role_by_name`: a span's role, as the replay reads it."""
+        role = self.span_role(name, attributes)
+        return self.role_by_name(name) if role is Role.OTHER else role
+
     @property
-    def tables(self) -> _Tables:
+    def tables(self) -> Tables:
         """The compiled tables (built-ins, then user mappings): for ``otel-stall explain``."""
         return self._tables
+
+    @property
+    def model_reading_keys(self) -> tuple[frozenset[str], tuple[str, ...]]:
+        """What :meth:`read` takes of a model span: its keys, and its output keys' prefixes.
+
+        A gateway decodes no other attribute of a model span it forwards (its input
+        messages may be large, and are never read).
+        """
+        tables = self._tables
+        marks = {key for span_marks, _ in tables.sessions for key, _ in span_marks}
+        status = {Stall.REFUSED, Err.ERROR_TYPE, Err.HTTP_STATUS_CODE, Err.RPC_GRPC_STATUS_CODE}
+        keys = {*tables.model_keys, *model_content.OUTCOME_KEYS, *tables.session_keys, *marks}
+        return frozenset(keys | status), model_content.OUTPUT_KEY_PREFIXES
 
     @property
     def role_name_patterns(self) -> tuple[tuple[str, ...], frozenset[str]]:
@@ -359,7 +292,7 @@ class Conventions:
         if not attributes or tables.session_keys.isdisjoint(attributes):
             return None  # the common case, in one set test
         for marks, keys in tables.sessions:
-            if _marked(attributes, marks):
+            if marked(attributes, marks):
                 for key in keys:
                     value = attributes.get(key)
                     if type(value) is str and value:
@@ -375,7 +308,7 @@ class Conventions:
         key = self._tables.handoffs.get(call.tool)
         if key is None:
             return None
-        return _named_in(call.arguments, key, 4) or ""
+        return named_in(call.arguments, key, 4) or ""
 
     def _unless_step(self, role: Role, attributes: Mapping[str, Any]) -> Role:
         if role is Role.AGENT:
@@ -430,6 +363,33 @@ class Conventions:
         """How to turn content capture on for the framework that wrote this span."""
         return switches.content_switch((*BUILTIN, *self.mappings), attributes)
 
+    def read(self, span: SpanRecord, role: Role | None = None, *, output: bool = True) -> Reading:
+        """Everything detection takes from one span, read once: see :class:`Reading`.
+
+        ``role`` is the span's role if the caller knows it already (live knows a
+        model span from its start); else :meth:`classify` decides. ``output``
+        false leaves a model call's output unread (its run's scan budget is spent).
+        A plain span gets the shared :data:`~otel_stall.conventions.reading.PLAIN`.
+        """
+        if role is None:
+            role = self.classify(span.name, span.attributes)
+        if role is Role.TOOL:
+            call = self.tool_call(span)
+            attrs = span.attributes
+            contentless = call.arguments is ABSENT and call.result is ABSENT
+            return Reading(
+                role,
+                call,
+                None,
+                self.session(attrs),
+                self.handoff_target(call),
+                self.content_switch(attrs) if contentless else None,
+            )
+        if role is Role.MODEL:
+            model = self.model_call(span, output=output)
+            return Reading(role, None, model, self.session(span.attributes))
+        return AGENT if role is Role.AGENT else PLAIN
+
     def tool_call(self, span: SpanRecord, run_key: RunKey = None) -> ToolCall:
         """The :class:`ToolCall` a tool span describes.
 
@@ -443,11 +403,11 @@ class Conventions:
         tables = self._tables
         custom = self._custom_for(attrs) if self.custom else None
         if custom is not None:
-            tool = _first_text(attrs, (*custom.tool_name_keys, *tables.name_keys))
-            arguments = _first(attrs, custom.arguments_keys)
-            result = _first(attrs, custom.result_keys)
+            tool = first_text(attrs, (*custom.tool_name_keys, *tables.name_keys))
+            arguments = first(attrs, custom.arguments_keys)
+            result = first(attrs, custom.result_keys)
         else:
-            tool = _first_text(attrs, tables.name_keys)
+            tool = first_text(attrs, tables.name_keys)
             arguments = result = ABSENT
         if arguments is ABSENT:
             arguments = self._content(attrs, tables.argument_keys, span, tables.argument_events)
@@ -506,13 +466,17 @@ class Conventions:
         head, _, tail = name.partition(" ")
         return tail.strip() or head
 
-    def model_call(self, span: SpanRecord, run_key: RunKey = None) -> ModelCall:
-        """The :class:`ModelCall` a model span describes."""
+    def model_call(
+        self, span: SpanRecord, run_key: RunKey = None, *, output: bool = True
+    ) -> ModelCall:
+        """The :class:`ModelCall` a model span describes (``output`` false: its text unread)."""
         attrs = span.attributes
-        model = _first(attrs, self._tables.model_keys)
+        model = first(attrs, self._tables.model_keys)
         status = self._status(attrs, span.status_code)
         error = None if status is Status.OK else model_content.failure(attrs, span.status_message)
-        choices = event_values(span.events, self._tables.output_events) if span.events else ()
+        choices = (
+            event_values(span.events, self._tables.output_events) if output and span.events else ()
+        )
         return ModelCall(
             run_key,
             span.span_id,
@@ -522,7 +486,11 @@ class Conventions:
             status,
             error,
             *model_content.token_usage(attrs),
-            *model_content.output_hashes(attrs, choices, self.output_scan_bytes),
+            *(
+                model_content.output_hashes(attrs, choices, self.output_scan_bytes)
+                if output
+                else ()
+            ),
         )
 
     def status(self, span: SpanRecord) -> Status:
@@ -610,50 +578,6 @@ def is_agent_span_name(name: str) -> bool:
     """
     op = Op.INVOKE_AGENT
     return name.startswith(op) and (len(name) == len(op) or name[len(op)] == " ")
-
-
-def _named_in(value: Any, key: str, depth: int) -> str | None:
-    """The text under ``key`` in arguments (JSON text or decoded), a few levels deep."""
-    if isinstance(value, str | bytes) and depth:
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    if isinstance(value, Mapping) and depth:
-        found = value.get(key)
-        if isinstance(found, str):
-            return found
-        for inner in value.values():
-            if isinstance(inner, Mapping):
-                name = _named_in(inner, key, depth - 1)
-                if name is not None:
-                    return name
-    return None
-
-
-def _marked(attributes: Mapping[str, Any], marks: tuple[tuple[str, str], ...]) -> bool:
-    """Whether every ``(key, value)`` mark is on the span.
-
-    A loop, not ``all()`` over a generator: 0.2 us against 1.2 us per span that
-    names a session key (measured with ``timeit``), on the live processor's path.
-    """
-    for key, value in marks:  # noqa: SIM110
-        if attributes.get(key) != value:
-            return False
-    return True
-
-
-def _first(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
-    for key in keys:
-        value = attributes.get(key)
-        if value is not None:
-            return value
-    return ABSENT
-
-
-def _first_text(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
-    value = _first(attributes, keys)
-    return None if value is ABSENT else str(value)
 
 
 __all__ = [

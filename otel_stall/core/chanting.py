@@ -116,6 +116,9 @@ class ChantScan:
     head: Stretch = NO_CHUNKS
     tail: Stretch = NO_CHUNKS
     whole: bool = True
+    scanned: int = 0
+    """Characters of the output that were read (normalised and scanned): what a run's
+    scan budget (``StallPolicy.run_scan_bytes``) is charged."""
 
     @property
     def nbytes(self) -> int:
@@ -225,8 +228,15 @@ def read(text: str, limit: int = SCAN_BYTES) -> tuple[str, ChantScan]:
     a cut output is never carried into the next one (its end was not read).
     """
     found = scan(text[:limit])
+    read_chars = min(len(text), limit)
     if len(text) > limit:
-        found = ChantScan(found.peak, found.chunk, found.length, found.head, NO_CHUNKS, False)
+        found = ChantScan(
+            found.peak, found.chunk, found.length, found.head, NO_CHUNKS, False, read_chars
+        )
+    else:
+        found = ChantScan(
+            found.peak, found.chunk, found.length, found.head, found.tail, found.whole, read_chars
+        )
     return digest(text, limit), found
 
 

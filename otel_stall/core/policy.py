@@ -14,7 +14,7 @@ import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from otel_stall.core.config import (
     ConfigError,
@@ -28,6 +28,11 @@ from otel_stall.core.config import (
 )
 from otel_stall.core.signing import Normaliser, Signer
 from otel_stall.core.volatile import DEFAULT_VOLATILE_KEYS, parse_result_keys, parse_volatile_keys
+
+RUN_SCAN_BYTES: Final = 16 * 1024 * 1024
+"""Default of ``run_scan_bytes``: 64 outputs read to the per-output bound (256 KiB)."""
+MIN_RUN_SCAN_BYTES: Final = 1024 * 1024
+"""The least ``run_scan_bytes`` accepted: four outputs read to the per-output bound."""
 
 
 class DuplicateMode(str, enum.Enum):
@@ -120,6 +125,14 @@ class StallPolicy:
         10, "CHANT_REPEATS", parse_int, "a whole number such as 10 (at least 2)"
     )
     """Times one chunk (8 words) must occur within 2,000 characters of output to warn."""
+    run_scan_bytes: int = env_field(
+        RUN_SCAN_BYTES, "RUN_SCAN_BYTES", parse_int, "a number of bytes, at least 1048576"
+    )
+    """How much model output text one run's monologue and chanting rules read in all (16 MiB).
+
+    Each output is read up to ``Conventions.output_scan_bytes``; once a run has
+    read this much, its later outputs are not read at all, so a run of endless
+    large outputs costs bounded CPU on its text (issue 27)."""
     item_novelty: bool = env_field(True, "ITEM_NOVELTY", parse_bool, "true or false")
     """A list result is new only if it holds an item not seen before in the run."""
     near_duplicates: bool = env_field(False, "NEAR_DUPLICATES", parse_bool, "true or false")
@@ -225,6 +238,12 @@ class StallPolicy:
             f"must be at least cycle_warn_at ({self.cycle_warn_at})",
         )
         check(self.chant_repeats >= 2, "chant_repeats", "must be at least 2 (try 10)")
+        check(
+            type(self.run_scan_bytes) is int and self.run_scan_bytes >= MIN_RUN_SCAN_BYTES,
+            "run_scan_bytes (OTEL_STALL_RUN_SCAN_BYTES)",
+            f"{self.run_scan_bytes!r} is not a number of bytes of at least {MIN_RUN_SCAN_BYTES}; "
+            f"give one such as {RUN_SCAN_BYTES}, or leave it unset for 16 MiB",
+        )
         check(1 <= self.max_cycle_length <= 20, "max_cycle_length", "must be 1 (off) to 20")
         for name in ("no_progress_limit", "duplicate_consecutive_limit"):
             check(getattr(self, name) >= 1, name, "must be at least 1 (the default is 5 or 3)")

@@ -81,7 +81,7 @@ class Entry:
     scope: Any = None
     """The ``ScopeSpans`` holding the span while it is in its request (to re-encode if enriched)."""
     outcome: Any = None
-    """A model span's outcome and usage (attributes, status code and message): no payloads."""
+    """A model span's reading (its call: outcome, usage, output hashes), taken as it went on."""
 
 
 @dataclass(slots=True)

@@ -30,15 +30,16 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from otel_stall.conventions import Conventions, model_content
+from otel_stall.conventions import Conventions, Reading
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import RunReport
 from otel_stall.gateway.buffer import (
@@ -54,7 +55,7 @@ from otel_stall.gateway.buffer import (
     TraceBuffer,
 )
 from otel_stall.gateway.config import GatewayConfig
-from otel_stall.gateway.detect import AGENT_NAME, MARK, Outcome, TraceDetector, model_outcome
+from otel_stall.gateway.detect import AGENT_NAME, MARK, Outcome, TraceDetector
 from otel_stall.gateway.prometheus import LABEL_LIMIT, render, truncate
 from otel_stall.gateway.telemetry import GatewayMetrics
 from otel_stall.gateway.upstream import Sender, Upstream, make_sender
@@ -289,7 +290,7 @@ class Pipeline:
         invalid: list[tuple[Any, Any, int]] = []
         detector = self.detector
         everything = detector.interest is None
-        flags = _scope_flags(request, body, detector.interest_bytes)
+        flags = _scope_flags(request, body, detector.interest_pattern)
         for r, rs in enumerate(request.resource_spans):
             for s, ss in enumerate(rs.scope_spans):
                 roles, named, marked = flags[r][s] if flags is not None else (True, True, True)
@@ -312,6 +313,7 @@ class Pipeline:
         detector = self.detector
         everything = detector.interest is None
         kind_of, named_as_agent = detector.kind_of, detector.named_as_agent
+        read_model = detector.read_model
         for i, span in enumerate(ss.spans):
             trace_id = span.trace_id
             span_id = span.span_id
@@ -338,7 +340,7 @@ class Pipeline:
                 group.links += parent
                 group.size += LINK_BYTES
                 continue
-            _enter(group, kind, span, span_id, parent, (rs, ss, i), marked)
+            _enter(group, kind, span, span_id, parent, (rs, ss, i), marked, read_model)
 
     @staticmethod
     def _hold(groups: dict[bytes, Group]) -> None:
@@ -520,8 +522,12 @@ def _enter(
     parent: bytes,
     where: tuple[Any, Any, int],
     marked: bool,
+    read_model: Callable[[Any], Reading] | None = None,
 ) -> None:
-    """One span detection reads into its group: a root, a model's place, or a span to hold."""
+    """One span detection reads into its group: a root, a model's place, or a span to hold.
+
+    A model span is read as it goes on (``read_model``): its reading is kept, not the span.
+    """
     group.size += ENTRY_BYTES
     if not parent:
         group.has_root = True
@@ -530,11 +536,12 @@ def _enter(
         group.entries.append(Entry(ROOT, span_id, b"", start, end, span, marked, where[1]))
     elif kind == MODEL:
         start, end = span.start_time_unix_nano, span.end_time_unix_nano
-        outcome = model_outcome(span)
-        chant = outcome[0].get(model_content.OUTPUT_CHANT_KEY)
+        assert read_model is not None
+        reading = read_model(span)
+        chant = reading.model.chant if reading.model is not None else None
         if chant is not None:
             group.size += chant.nbytes  # the output's chunk hashes, kept in place of its text
-        group.entries.append(Entry(MODEL, span_id, parent, start, end, None, outcome=outcome))
+        group.entries.append(Entry(MODEL, span_id, parent, start, end, None, outcome=reading))
     else:
         group.entries.append(Entry(kind, span_id, parent, 0, 0, span, marked, where[1]))
         group.cuts.append(where)
@@ -573,7 +580,7 @@ def _labels_bounded(report: RunReport) -> RunReport:
 
 
 def _scope_flags(
-    request: Any, body: bytes | None, keys: tuple[bytes, ...]
+    request: Any, body: bytes | None, keys: re.Pattern[bytes]
 ) -> list[list[tuple[bool, bool, bool]]] | None:
     """Per ``ScopeSpans``: (holds a role key, an agent span name, ``stall.``), from the raw bytes.
 
@@ -586,14 +593,14 @@ def _scope_flags(
     if ranges is None or len(ranges) != len(request.resource_spans):
         return None
     out: list[list[tuple[bool, bool, bool]]] = []
-    find = body.find
+    find, search = body.find, keys.search
     for scopes, rs in zip(ranges, request.resource_spans, strict=True):
         if len(scopes) != len(rs.scope_spans):
             return None
         out.append(
             [
                 (
-                    any(find(key, start, end) >= 0 for key in keys),
+                    search(body, start, end) is not None,
                     find(AGENT_NAME, start, end) >= 0,
                     find(MARK, start, end) >= 0,
                 )

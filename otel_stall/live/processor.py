@@ -44,7 +44,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits, SpanProcessor
 from opentelemetry.trace import SpanContext
 
-from otel_stall.conventions import Conventions, Role
+from otel_stall.conventions import Conventions, Reading, Role
 from otel_stall.core.detector import RunDetector
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import Finding, ModelCall, RunReport, Status, Verdict
@@ -393,16 +393,15 @@ class StallSpanProcessor(SpanProcessor):
         self, span: Span, attributes: dict[str, Any], inherit: Node | None
     ) -> None:
         """A span with a role key or an agent's name started: the run model tracks it."""
-        role = self.conventions.span_role(span.name, attributes)
-        if role is Role.OTHER:
-            # By its name: Google ADK sets agent and model attributes just after the start.
-            role = self.conventions.role_by_name(span.name)
+        # By its name if no attribute says: Google ADK sets them just after the start.
+        role = self.conventions.classify(span.name, attributes)
         ctx = span.get_span_context()
         opens, run = self._table.start(
             role, ctx.trace_id, ctx.span_id, inherit, span, ctx, span.parent is None
         )
         if opens:  # a model call's round opens now
-            self._model(span, run, ctx.trace_id, attributes)
+            session = None if run is not None else self.conventions.session(attributes)
+            self._model(span, run, ctx.trace_id, session)
 
     # -- end -----------------------------------------------------------------
 
@@ -468,54 +467,53 @@ class StallSpanProcessor(SpanProcessor):
     ) -> dict[str, Any]:
         """Feed the span's run; a tool span's ``stall.*`` attributes, for its copy.
 
-        A model span that was not one at its start opens its round now.
+        The span is read once, here, into one record. A model span that was not
+        one at its start opens its round now.
         """
         if role is Role.TOOL:
+            reading = self.conventions.read(span_record(span, attributes), role)
             if not node.nested:
-                return self._tool(span, ctx, attributes, node)
-            self._nested_tool(span, attributes, node)  # the outer call again: only its failure
+                return self._tool(span, ctx, reading, node)
+            child = node.child  # the outer call again: only its failure counts (MCP's server)
+            status = reading.tool.status if reading.tool is not None else Status.OK
+            if child is not None and child.inner_failure is None and status is not Status.OK:
+                child.inner_failure = status
             return {}
         if role is Role.MODEL and not node.in_model:  # a nested model span is the same call
+            run = node.run
+            # A run whose scan budget is spent: its outputs are not read (the detector drops
+            # them anyway, so replay, which cannot know the run yet, agrees).
+            detector = None if run is None else run.detector
+            scan = detector is None or detector.scanned_bytes < self.policy.run_scan_bytes
+            reading = self.conventions.read(span_record(span, attributes), role, output=scan)
             if node.role is not Role.MODEL:
                 # Classified only at its end: open its round now, at its start time; inside
                 # a tool span, it makes that tool an agent used as a tool now.
                 self._table.adopt(node)
-                self._model(span, node.run, ctx.trace_id, attributes)
-            self._model_ended(span, node.run, ctx.trace_id, attributes)
+                self._model(span, node.run, ctx.trace_id, reading.session)
+            self._model_ended(span, node.run, ctx.trace_id, reading)
         return {}
 
-    def _nested_tool(self, span: ReadableSpan, attributes: dict[str, Any], node: Node) -> None:
-        """A tool span inside another: its failure is the outer call's (MCP's server span)."""
-        child = node.child
-        if child is not None and child.inner_failure is None:
-            status = self.conventions.status(span_record(span, attributes))
-            if status is not Status.OK:
-                child.inner_failure = status
-
     def _use(
-        self, run: Run | None, trace_id: int, span: ReadableSpan, attributes: dict[str, Any]
+        self, run: Run | None, trace_id: int, span: ReadableSpan, session: str | None
     ) -> Run | None:
         """The run a tool or model call feeds (see :meth:`RunTable.use`).
 
         Outside every agent span (``run`` unknown), a call that names a session
         feeds the session's run.
         """
-        session = None if run is not None else self.conventions.session(attributes)
         parent = span.parent
         return self._table.use(run, trace_id, None if parent is None else parent.span_id, session)
 
     def _tool(
-        self,
-        span: ReadableSpan,
-        ctx: SpanContext,
-        attributes: dict[str, Any],
-        node: Node,
+        self, span: ReadableSpan, ctx: SpanContext, reading: Reading, node: Node
     ) -> dict[str, Any]:
         """Feed one ended tool span to its run; the ``stall.*`` attributes for its copy."""
-        run = self._use(node.run, ctx.trace_id, span, attributes)
-        if run is None:
+        run = self._use(node.run, ctx.trace_id, span, reading.session)
+        call = reading.tool
+        if run is None or call is None:
             return {}
-        call = self.conventions.tool_call(span_record(span, attributes), run.run_key)
+        call.run_key = run.run_key
         digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
         inner = node.child.inner_failure if node.child is not None else None
         if inner is not None and call.status is Status.OK:
@@ -530,16 +528,15 @@ class StallSpanProcessor(SpanProcessor):
         self._metrics.record_row(observation.row)
         if observation.findings:
             self._deliver(observation.findings, run, call.end_ns)
-        target = self.conventions.handoff_target(call)
-        if target is not None:  # the run's later calls are the receiving agent's
-            self._table.hand_over(run, target)
+        if reading.handoff is not None:  # the run's later calls are the receiving agent's
+            self._table.hand_over(run, reading.handoff)
         return tool_span_attributes(observation.row)
 
     def _model(
-        self, span: ReadableSpan, run: Run | None, trace_id: int, attributes: dict[str, Any]
+        self, span: ReadableSpan, run: Run | None, trace_id: int, session: str | None
     ) -> None:
         """A model call opens a round at its start, as the batch analysis orders it."""
-        run = self._use(run, trace_id, span, attributes)
+        run = self._use(run, trace_id, span, session)
         if run is None:
             return
         when = span.start_time or 0
@@ -559,13 +556,14 @@ class StallSpanProcessor(SpanProcessor):
             self._deliver(findings, run, when)
 
     def _model_ended(
-        self, span: ReadableSpan, run: Run | None, trace_id: int, attributes: dict[str, Any]
+        self, span: ReadableSpan, run: Run | None, trace_id: int, reading: Reading
     ) -> None:
         """A model call's outcome, once it ended: failure loops and wasted tokens read it."""
-        run = self._use(run, trace_id, span, attributes)
-        if run is None:
+        run = self._use(run, trace_id, span, reading.session)
+        call = reading.model
+        if run is None or call is None:
             return
-        call = self.conventions.model_call(span_record(span, attributes), run.run_key)
+        call.run_key = run.run_key
         with run.lock:
             if run.closed:
                 return

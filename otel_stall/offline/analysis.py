@@ -25,7 +25,14 @@ import sys
 from collections.abc import Iterable
 from typing import Final
 
-from otel_stall.conventions import Conventions, Role, SpanRecord, agent_name, looks_agent_like
+from otel_stall.conventions import (
+    Conventions,
+    Reading,
+    Role,
+    SpanRecord,
+    agent_name,
+    looks_agent_like,
+)
 from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import ABSENT, ToolCall
 from otel_stall.offline import call_facts as facts
@@ -44,8 +51,6 @@ from otel_stall.offline.order import LiveOrder
 _MAX_NAMES: Final = 64
 """Distinct unrecognised span names kept per trace."""
 _OTHER: Final = Role.OTHER
-_TOOL: Final = Role.TOOL
-_MODEL: Final = Role.MODEL
 _intern = sys.intern
 
 
@@ -126,38 +131,42 @@ class TraceAnalyzer:
 
     # -- intake --------------------------------------------------------------------------
 
-    def add(self, span: SpanRecord, role: Role | None = None) -> Role:
+    def add(
+        self, span: SpanRecord, role: Role | None = None, reading: Reading | None = None
+    ) -> Role:
         """Take one span; payloads are hashed now and dropped, so memory stays small.
 
-        ``role`` is what this analyzer's ``conventions.role`` says of the span's
-        attributes, if the caller has asked already.
+        ``role`` is the span's role if the caller knows it already, ``reading``
+        the conventions' reading of it if the caller read it (the gateway reads a
+        model span as it forwards it): the span is read at most once.
         """
         span_id = span.span_id
         parent = self._place(span_id, span.parent_span_id or None, span.start_ns, span.end_ns)
-        if role is None:
-            role = self.conventions.span_role(span.name, span.attributes)
+        if reading is None:
+            reading = self.conventions.read(span, role)
+        role = reading.role
         if role is _OTHER:
-            role = self.conventions.role_by_name(span.name)
-            if role is _OTHER:
-                self._note_unrecognised(span)
-                if parent is not None:
-                    link = _canonical_link(span_id, parent)
-                    if link is not None:
-                        self._links += link
-                    else:
-                        if self._odd_links is None:
-                            self._odd_links = {}
-                        self._odd_links[span_id] = parent
-                return role
-        if role is not Role.AGENT:
-            self._note_session(span)
-        if role is _TOOL:
-            self._keep_tool(span, parent)
-        elif role is _MODEL:
+            self._note_unrecognised(span)
+            if parent is not None:
+                link = _canonical_link(span_id, parent)
+                if link is not None:
+                    self._links += link
+                else:
+                    if self._odd_links is None:
+                        self._odd_links = {}
+                    self._odd_links[span_id] = parent
+            return role
+        if reading.session is not None:  # outside every agent span, the session's run
+            if self._sessions is None:
+                self._sessions = {}
+            self._sessions[span_id] = _intern(reading.session)
+        if reading.tool is not None:
+            self._keep_tool(span, parent, reading)
+        elif reading.model is not None:
             # The detector reads a model call's place, outcome and token counts: no payloads.
             if self._models is None:
                 self._models = {}
-            self._models[span_id] = (span.start_ns, parent, self.conventions.model_call(span))
+            self._models[span_id] = (span.start_ns, parent, reading.model)
         else:
             if self._agents is None:
                 self._agents = {}
@@ -168,14 +177,6 @@ class TraceAnalyzer:
                 span.start_ns,
             )
         return role
-
-    def _note_session(self, span: SpanRecord) -> None:
-        """Note the session a tool or model span names: outside every agent span, its run."""
-        session = self.conventions.session(span.attributes)
-        if session is not None:
-            if self._sessions is None:
-                self._sessions = {}
-            self._sessions[span.span_id] = _intern(session)
 
     def _note_unrecognised(self, span: SpanRecord) -> None:
         """Count a plain span whose name looks agent-like and that holds no role key."""
@@ -190,23 +191,23 @@ class TraceAnalyzer:
         if span.name in found or len(found) < _MAX_NAMES:
             found[span.name] = found.get(span.name, 0) + 1
 
-    def _keep_tool(self, span: SpanRecord, parent: str | None) -> None:
+    def _keep_tool(self, span: SpanRecord, parent: str | None, reading: Reading) -> None:
         """Sign the call, then keep a copy of it without its payloads.
 
         With it, the name the span would give its run, should it turn out to be
         an agent used as a tool; and, for a call without content, the switch
         that captures content.
         """
-        call = self.conventions.tool_call(span)
-        target = self.conventions.handoff_target(call)
-        if target is not None:
+        call = reading.tool
+        assert call is not None
+        if reading.handoff is not None:
             if self._handoffs is None:
                 self._handoffs = {}
-            self._handoffs[span.span_id] = target
+            self._handoffs[span.span_id] = reading.handoff
         if call.arguments is ABSENT and call.result is ABSENT:
             if self._contentless is None:
                 self._contentless = {}
-            self._contentless[span.span_id] = self.conventions.content_switch(span.attributes)
+            self._contentless[span.span_id] = reading.content_switch
         digests = self.policy.signer.sign(call.tool, call.arguments, call.result, call.status)
         if self._tools is None:
             self._tools = {}

@@ -7,9 +7,11 @@ import tracemalloc
 
 import pytest
 
-from otel_stall import ConfigError, Conventions
-from otel_stall.conventions import model_content
+from otel_stall import ConfigError, Conventions, StallPolicy
+from otel_stall.conventions import SpanRecord, model_content
 from otel_stall.core import chanting
+from otel_stall.core.detector import RunDetector
+from otel_stall.core.policy import MIN_RUN_SCAN_BYTES, RUN_SCAN_BYTES
 
 PHRASE = "The agent keeps thinking about the same problem again and again today. "
 
@@ -74,3 +76,70 @@ def test_the_bound_is_a_setting() -> None:
     assert narrow.peak < 10
     with pytest.raises(ConfigError, match="OTEL_STALL_OUTPUT_SCAN_BYTES"):
         Conventions.from_env({"OTEL_STALL_OUTPUT_SCAN_BYTES": "10"})
+
+
+# -- the run's budget: the text all of a run's outputs may have read -----------------------
+
+
+def _model_span(index: int, text: str) -> SpanRecord:
+    """A chat span of one run's agent span, its output ``text``."""
+    start = 1_000 + 10 * index
+    attrs: dict[str, object] = {"gen_ai.operation.name": "chat", **_attrs(text)}
+    return SpanRecord("t" * 32, f"{index + 1:016x}", "a" * 16, "chat m", start, start + 5, attrs)
+
+
+def _agent_span(calls: int) -> SpanRecord:
+    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "writer"}
+    return SpanRecord("t" * 32, "a" * 16, None, "invoke_agent writer", 0, 10**9 + calls, attrs)
+
+
+def _run(texts: list[str], policy: StallPolicy) -> tuple[set[str], int]:
+    """The finding kinds of one run of model outputs, and the text its detector read."""
+    conventions = Conventions()
+    detector = RunDetector(policy)
+    for index, text in enumerate(texts):
+        model = conventions.read(_model_span(index, text)).model
+        assert model is not None
+        detector.model_call(model)
+        detector.model_ended(model)
+    kinds = {str(f.kind) for f in detector.finish().findings}
+    return kinds, detector.scanned_bytes
+
+
+def test_a_run_reads_at_most_its_budget_of_output_text() -> None:
+    """Many large outputs: the run's detector reads its budget's worth, then no more.
+
+    Each output is read to the per-output bound (256 KiB); once a run has read
+    ``run_scan_bytes`` (here the least accepted, 1 MiB), later outputs are
+    dropped unread: what the run holds and reads stays bounded, however long it goes.
+    """
+    policy = StallPolicy(run_scan_bytes=MIN_RUN_SCAN_BYTES)
+    big = [
+        f"output {i} " + "x " * 150_000 for i in range(8)
+    ]  # 300 KB each, all distinct: twice the budget
+    _, scanned = _run(big, policy)
+    assert scanned >= MIN_RUN_SCAN_BYTES
+    assert scanned <= MIN_RUN_SCAN_BYTES + chanting.SCAN_BYTES
+
+
+def test_outputs_past_the_budget_are_not_judged() -> None:
+    """The same long message written again and again after the budget is spent is not read.
+
+    With room left it is a monologue; with the budget spent by earlier outputs,
+    the repeats are never read, so nothing fires on them.
+    """
+    same = "the same long answer " * 15_000
+    spent = [f"distinct {i} " + "y " * 150_000 for i in range(4)]
+    roomy, _ = _run([*spent, *[same] * 5], StallPolicy())
+    tight, _ = _run([*spent, *[same] * 5], StallPolicy(run_scan_bytes=MIN_RUN_SCAN_BYTES))
+    assert "monologue" in roomy
+    assert "monologue" not in tight
+
+
+def test_the_run_budget_is_a_setting_with_a_floor() -> None:
+    """``OTEL_STALL_RUN_SCAN_BYTES`` sets it; under 1 MiB is refused, saying how to fix it."""
+    assert StallPolicy.from_env({}).run_scan_bytes == RUN_SCAN_BYTES
+    set_ = StallPolicy.from_env({"OTEL_STALL_RUN_SCAN_BYTES": "2097152"})
+    assert set_.run_scan_bytes == 2 * 1024 * 1024
+    with pytest.raises(ConfigError, match=r"OTEL_STALL_RUN_SCAN_BYTES.*at least 1048576"):
+        StallPolicy.from_env({"OTEL_STALL_RUN_SCAN_BYTES": "4096"})
