@@ -9,6 +9,7 @@ A screenshot of the page is left in the temp folder as a CI artifact.
 from __future__ import annotations
 
 import json
+import re
 import os
 import tempfile
 from collections.abc import Iterator
@@ -90,7 +91,11 @@ def _runs_by_span(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_the_page_draws_each_call_marks_the_onset_and_shows_a_row_on_click(
     browser_context: Any, report: tuple[Path, dict[str, Any]]
 ) -> None:
-    """One mark per ledger row, the onset at the first call at warn or above, a row on click."""
+    """One mark per ledger row, the onset where the report says the stall began, a row on click.
+
+    The stall begins at the first fruitless call in the evidence of the finding that first
+    raised the verdict (issue 28), so never after the first row at warn or above.
+    """
     path, doc = report
     page = browser_context.new_page()
     requests: list[str] = []
@@ -109,11 +114,14 @@ def test_the_page_draws_each_call_marks_the_onset_and_shows_a_row_on_click(
         assert [calls.nth(i).get_attribute("data-seq") for i in range(calls.count())] == [
             str(row["seq"]) for row in ledger
         ]
-        onset = [row["seq"] for row in ledger if ACTION_SEVERITY[Action(row["action"])] >= WARN]
+        warned = [row["seq"] for row in ledger if ACTION_SEVERITY[Action(row["action"])] >= WARN]
+        began = runs[span_id]["wasted"]["from_seq"]
         onsets = section.locator("button.call.onset")
-        assert onsets.count() == (1 if onset else 0)
-        if onset:
-            assert onsets.first.get_attribute("data-seq") == str(onset[0])
+        assert onsets.count() == (1 if began is not None else 0)
+        assert (began is None) == (not warned)
+        if began is not None:
+            assert onsets.first.get_attribute("data-seq") == str(began)
+            assert began <= warned[0]
 
     researcher = page.locator("section.run", has_text="researcher")
     researcher.locator('button.call[data-seq="3"]').click()
@@ -198,9 +206,14 @@ def _capture(path: Path, runs: int, *, hostile: bool = False) -> None:
 
 
 def _covered(run: dict[str, Any], kind: str) -> set[str]:
-    """The seqs the report's findings of ``kind`` cover: their signature's calls in range."""
+    """The seqs the report's findings of ``kind`` cover: their signature's calls in range.
+
+    A range starts where its evidence does (issue 28): a refusal's at the refused call, not
+    at the earlier call it points to; any other finding's at its first call.
+    """
     found = [f for f in run["findings"] if f["kind"] == kind]
-    first, last = min(f["first_seq"] for f in found), max(f["seq"] for f in found)
+    starts = (f["seq"] if f["action"] == "refuse" else f["first_seq"] for f in found)
+    first, last = min(starts), max(f["seq"] for f in found)
     signature = found[0]["signature"]
     rows = [r for r in run["ledger"] if first <= r["seq"] <= last]
     own = [r for r in rows if signature in (r["signature"], r["call_signature"])]
@@ -325,7 +338,7 @@ def test_a_thousand_runs_open_on_a_table_that_sorts_and_filters(
         url.replace("{trace_id}", run["trace_id"]) for run in runs
     }
 
-    header = page.locator("table.runs th", has_text="Tool calls")
+    header = page.locator("table.runs th", has_text=re.compile("^Tool calls$"))
     header.locator("button").click()
     column = page.locator("table.runs tbody tr td:nth-child(5)").all_inner_texts()
     assert column == sorted(column, key=int)
