@@ -258,9 +258,19 @@ class ToolGate:
 
     @staticmethod
     def _record_refusal(tool: str, args: Any) -> None:
-        """A refused tool span in the current run: the call never ran, but was asked for."""
+        """A refused tool span in the current run: the call never ran, but was asked for.
+
+        When the framework asks from inside its own span of this call (ADK's and
+        Strands' ``execute_tool <name>``), that span is marked refused: a second
+        span would record the call twice, once refused and once as a call that
+        returned the refusal.
+        """
         import json
 
+        current = trace.get_current_span()
+        if _is_tool_span(current, tool):
+            current.set_attribute(StallAttributes.REFUSED, True)
+            return
         try:
             text = args if isinstance(args, str) else json.dumps(args, default=str)
         except (TypeError, ValueError):
@@ -370,6 +380,18 @@ class ToolGate:
             logger.error("otel-stall gate: %s failed; the call is allowed", where, exc_info=exc)
         if PYTEST_ENV in os.environ:  # as the processor: under pytest, errors surface
             raise exc
+
+
+def _is_tool_span(span: Any, tool: str) -> bool:
+    """Whether ``span`` is a recording span of a call of ``tool`` (by its name or attribute)."""
+    if not span.is_recording():
+        return False
+    if getattr(span, "name", None) == f"execute_tool {tool}":
+        return True
+    attributes = getattr(span, "attributes", None) or {}
+    return attributes.get("gen_ai.tool.name") == tool and (
+        attributes.get("gen_ai.operation.name") in (None, "execute_tool")
+    )
 
 
 def _worst(findings: Any) -> Finding | None:
