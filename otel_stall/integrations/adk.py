@@ -51,7 +51,7 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
-from otel_stall.integrations.gate import BREAK_MESSAGE, Decision, ToolGate, default_gate
+from otel_stall.integrations.gate import BREAK_MESSAGE, ToolGate, answer_now, default_gate
 
 NOTE_KEY: Final = "stall_guidance"
 """Key of the guidance added to a tool's result dict at ``warn``."""
@@ -61,12 +61,6 @@ ERROR_KEY: Final = "error"
 
 _MAX_PENDING: Final = 4096
 """Calls answered (refused, or their error recorded) whose after-tool callback is still due."""
-
-
-def answer_now(decision: Decision) -> str:
-    """The instruction at a stop: the finding's guidance, then that the tools are gone."""
-    message = decision.message or BREAK_MESSAGE
-    return message if message == BREAK_MESSAGE else f"{message} {BREAK_MESSAGE}"
 
 
 def _with_note(result: Any, note: str) -> dict[str, Any]:
@@ -273,7 +267,6 @@ __all__ = [
     "NOTE_KEY",
     "StallCallbacks",
     "StallPlugin",
-    "answer_now",
     "stall_callbacks",
     "strip_tools",
 ]

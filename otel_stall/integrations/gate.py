@@ -91,6 +91,16 @@ class Decision:
 ALLOW: Final = Decision()
 
 
+def answer_now(decision: Decision) -> str:
+    """What the model is told when its tools are taken away: the guidance, then the stop.
+
+    The finding's own text may still suggest another approach; :data:`BREAK_MESSAGE`
+    after it says there is none left but to answer.
+    """
+    message = decision.message or BREAK_MESSAGE
+    return message if message == BREAK_MESSAGE else f"{message} {BREAK_MESSAGE}"
+
+
 @dataclass(slots=True)
 class _OwnRun:
     detector: RunDetector
@@ -414,4 +424,4 @@ def default_gate() -> ToolGate:
     return _DEFAULT
 
 
-__all__ = ["ALLOW", "BREAK_MESSAGE", "Decision", "ToolGate", "default_gate"]
+__all__ = ["ALLOW", "BREAK_MESSAGE", "Decision", "ToolGate", "answer_now", "default_gate"]
