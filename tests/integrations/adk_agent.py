@@ -119,7 +119,17 @@ class Tools:
             self.runs["poll_status"] += 1
             return {"job": job, "state": "running"}
 
-        return [search, poll_status]
+        def lookup(key: str) -> dict[str, Any]:
+            """Look a key up in a backend that is down."""
+            self.runs["lookup"] += 1
+            raise RuntimeError(f"backend unavailable for {key}")
+
+        return [search, poll_status, lookup]
+
+
+def report_error(tool: Any, args: Any, tool_context: Any, error: Exception) -> dict[str, Any]:
+    """An agent's ``on_tool_error_callback``: the model reads the error instead of the run ending."""
+    return {"error": str(error)}
 
 
 @dataclass

@@ -146,7 +146,17 @@ class Tools:
             self.runs["poll_status"] += 1
             return f"job {job}: running"
 
-        return [search, poll_status]
+        @tool
+        def lookup(key: str) -> str:
+            """Look a key up in a backend that is down.
+
+            Args:
+                key: the key.
+            """
+            self.runs["lookup"] += 1
+            raise RuntimeError(f"backend unavailable for {key}")
+
+        return [search, poll_status, lookup]
 
 
 @dataclass

@@ -14,7 +14,7 @@ import pytest
 
 integration_support.require("google.adk")
 
-from adk_agent import LOOP, Call, Outcome, run_agent  # noqa: E402
+from adk_agent import LOOP, Call, Outcome, report_error, run_agent  # noqa: E402
 
 from otel_stall.core.policy import DuplicateMode, StallPolicy  # noqa: E402
 from otel_stall.integrations.adk import (  # noqa: E402
@@ -113,6 +113,26 @@ def test_a_warning_is_added_to_the_result_and_a_break_takes_the_tools() -> None:
     assert outcome.turns[-1].tools == []
     assert outcome.turns.index(outcome.turns[-1]) == 5
     assert outcome.final.startswith("Final answer")
+
+
+def test_a_failing_call_is_recorded_once_and_its_loop_escalates() -> None:
+    """A tool error reaches the gate once (not again as the recovered result): 3 escalate."""
+    gate = ToolGate()
+    failing: list[Call] = [("lookup", {"key": "k"})] * 6
+    outcome = asyncio.run(
+        run_agent(
+            failing,
+            plugins=[StallPlugin(gate)],
+            callbacks={"on_tool_error_callback": report_error},
+        )
+    )
+    assert outcome.runs["lookup"] == 3
+    last = outcome.turns[-1]
+    assert [r[ERROR_KEY] for r in last.responses()] == ["backend unavailable for k"] * 3
+    assert last.tools == []
+    assert "`lookup` failed 3 times in a row" in last.system
+    assert outcome.turns.index(last) == 3
+    assert outcome.final == "Final answer: I found nothing."
 
 
 def test_the_processor_mode_marks_adk_tool_spans_refused() -> None:

@@ -106,6 +106,20 @@ def test_a_warning_is_added_to_the_result_and_a_break_takes_the_tools() -> None:
     assert outcome.final.startswith("Final answer")
 
 
+def test_a_failing_call_is_recorded_as_failed_and_its_loop_escalates() -> None:
+    """Strands turns a raised error into an error result: the gate sees 3 failures, escalates."""
+    gate = ToolGate()
+    failing: list[Call] = [("lookup", {"key": "k"})] * 6
+    outcome = run_agent(failing, plugins=[StallPlugin(gate)])
+    assert outcome.runs["lookup"] == 3
+    last = outcome.turns[-1]
+    assert [r["status"] for r in last.results()] == ["error"] * 3
+    assert last.tools == []
+    assert "`lookup` failed 3 times in a row" in last.system
+    assert outcome.turns.index(last) == 3
+    assert outcome.final == "Final answer: I found nothing."
+
+
 def test_the_processor_mode_records_refused_tool_spans() -> None:
     """With ``otel_stall.install()``, the gate asks the processor's run of Strands' spans."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.getcwd()])}
