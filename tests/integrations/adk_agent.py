@@ -128,7 +128,7 @@ class Tools:
 
 
 def report_error(tool: Any, args: Any, tool_context: Any, error: Exception) -> dict[str, Any]:
-    """An agent's ``on_tool_error_callback``: the model reads the error instead of the run ending."""
+    """An agent's ``on_tool_error_callback``: the model reads the error; the run goes on."""
     return {"error": str(error)}
 
 
