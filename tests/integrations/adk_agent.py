@@ -19,7 +19,7 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,7 +145,7 @@ class Outcome:
 async def run_agent(
     calls: list[Call],
     *,
-    plugins: list[BasePlugin] | None = None,
+    plugins: Sequence[BasePlugin] = (),
     callbacks: dict[str, Any] | None = None,
 ) -> Outcome:
     """Run one user message through an LlmAgent on ``InMemoryRunner`` to its end."""
@@ -158,7 +158,7 @@ async def run_agent(
         tools=[*tools.functions()],
         **(callbacks or {}),
     )
-    app = App(name="stall_tests", root_agent=agent, plugins=plugins or [])
+    app = App(name="stall_tests", root_agent=agent, plugins=list(plugins))
     runner = InMemoryRunner(app=app)
     session = await runner.session_service.create_session(app_name=app.name, user_id="u")
     message = types.Content(role="user", parts=[types.Part(text="What is otel?")])

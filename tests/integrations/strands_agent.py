@@ -18,7 +18,7 @@ import asyncio
 import json
 import sys
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterable
+from collections.abc import AsyncGenerator, AsyncIterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -170,7 +170,7 @@ class Outcome:
 
 
 def run_agent(
-    calls: list[Call], *, plugins: list[Plugin] | None = None, agent_async: bool = False
+    calls: list[Call], *, plugins: Sequence[Plugin] = (), agent_async: bool = False
 ) -> Outcome:
     """Run one prompt through a Strands Agent to its end (``invoke_async`` when asked)."""
     tools = Tools()
@@ -180,7 +180,7 @@ def run_agent(
         tools=[*tools.tools()],
         system_prompt="Answer the user's question.",
         callback_handler=None,
-        plugins=plugins or [],
+        plugins=list(plugins),
     )
     result: AgentResult
     if agent_async:

@@ -1,0 +1,130 @@
+"""The gate's cost per tool call inside a real framework, beside the framework's own (callgrind).
+
+Issue 30 asks for the gate's check per tool call in instructions, and as a ratio
+of what the framework itself spends per call. One process, in the integrations
+virtualenv, under ``valgrind --tool=callgrind``, counts three windows
+(``callgrind.window``) after a warm-up of each:
+
+1. ``bare``: the framework's agent (the tests' scripted model, offline) running
+   ``CALLS`` different tool calls and a final answer, without the gate;
+2. ``guarded``: the same agent with the integration's plugin (gate's own state);
+3. ``gate``: the gate alone, asked exactly what the plugin asks for those calls
+   (``before_model``, ``before_tool``, ``after_tool`` per call).
+
+Per tool call: each window over ``CALLS * RUNS``. ``guarded - bare`` is what the
+integration adds in place (the gate and the translation around it); ``gate`` is
+the gate's check alone. A healthy run: nothing is refused, the common path.
+
+Run ``.venv-integrations/bin/python bench/bench_integration_gate.py adk|strands``;
+``--inner`` is the measured process. Without valgrind it says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import callgrind
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parent / "tests" / "integrations"))
+
+CALLS = 8
+"""Tool calls per run: different searches, then the model's final answer."""
+
+RUNS = 5
+"""Runs per counted window."""
+
+SCRIPT: list[tuple[str, dict[str, Any]]] = [
+    ("search", {"query": f"topic {i}"}) for i in range(CALLS)
+]
+
+
+def runner(framework: str) -> tuple[Callable[[bool], Any], str]:
+    """A function running one agent run (with the plugin or not), and the tool's name."""
+    if framework == "adk":
+        import adk_agent
+
+        from otel_stall.integrations.adk import StallPlugin
+        from otel_stall.integrations.gate import ToolGate
+
+        def adk_run(guarded: bool) -> Any:
+            plugins = [StallPlugin(ToolGate())] if guarded else []
+            return asyncio.run(adk_agent.run_agent(SCRIPT, plugins=plugins))
+
+        return adk_run, "search"
+    import strands_agent
+
+    from otel_stall.integrations.gate import ToolGate
+    from otel_stall.integrations.strands import StallPlugin as StrandsPlugin
+
+    def strands_run(guarded: bool) -> Any:
+        plugins = [StrandsPlugin(ToolGate())] if guarded else []
+        return strands_agent.run_agent(SCRIPT, plugins=plugins)
+
+    return strands_run, "search"
+
+
+def gate_alone(run: int) -> None:
+    """What the plugin asks the gate in one run, without the framework."""
+    from otel_stall.integrations.gate import ToolGate
+
+    gate = ToolGate()
+    key = ("bench", run)
+    for name, args in SCRIPT:
+        gate.before_model(run=key)
+        gate.before_tool(name, args, run=key)
+        gate.after_tool(name, args, {"hits": f"no results for {args['query']}"}, run=key)
+    gate.before_model(run=key)
+    gate.end_run(key)
+
+
+def inner(framework: str) -> None:
+    """The measured process: warm up each side, then count one window of each."""
+    run, _ = runner(framework)
+    run(False)
+    run(True)
+    gate_alone(-1)
+    with callgrind.window():
+        for _ in range(RUNS):
+            run(False)
+    with callgrind.window():
+        for _ in range(RUNS):
+            run(True)
+    with callgrind.window():
+        for i in range(RUNS):
+            gate_alone(i)
+
+
+def main() -> int:
+    """Count the three windows under callgrind and print them per tool call."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("framework", choices=["adk", "strands"])
+    parser.add_argument("--inner", action="store_true")
+    ns = parser.parse_args()
+    if ns.inner:
+        inner(ns.framework)
+        return 0
+    if not callgrind.available():
+        print("valgrind is not installed: nothing measured")
+        return 0
+    bare, guarded, gate = callgrind.count(
+        [sys.executable, __file__, ns.framework, "--inner"], windows=3
+    )
+    per = CALLS * RUNS
+    added = (guarded - bare) / per
+    print(f"{ns.framework}: instructions per tool call ({CALLS} calls x {RUNS} runs)")
+    print(f"  framework alone       {bare / per:12,.0f}")
+    print(f"  framework + plugin    {guarded / per:12,.0f}")
+    share = added / (bare / per)
+    print(f"  added by the plugin   {added:12,.0f}  ({share:.1%} of the framework's)")
+    print(f"  the gate's check      {gate / per:12,.0f}  ({gate / bare:.1%} of the framework's)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
