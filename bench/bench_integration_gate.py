@@ -2,18 +2,22 @@
 
 Issue 30 asks for the gate's check per tool call in instructions, and as a ratio
 of what the framework itself spends per call. One process, in the integrations
-virtualenv, under ``valgrind --tool=callgrind``, counts three windows
-(``callgrind.window``) after a warm-up of each:
+virtualenv, under ``valgrind --tool=callgrind``, counts windows
+(``callgrind.window``) of ``RUNS`` agent runs each, after a warm-up of each side:
 
-1. ``bare``: the framework's agent (the tests' scripted model, offline) running
-   ``CALLS`` different tool calls and a final answer, without the gate;
-2. ``guarded``: the same agent with the integration's plugin (gate's own state);
-3. ``gate``: the gate alone, asked exactly what the plugin asks for those calls
-   (``before_model``, ``before_tool``, ``after_tool`` per call).
+- ``bare``: the framework's agent (the tests' scripted model, offline) running
+  ``CALLS`` different tool calls and a final answer, without the gate;
+- ``guarded``: the same agent with the integration's plugin, on one gate shared
+  by every run (as the process's default gate is), in its own run state;
+- ``gate``: that gate alone, asked exactly what the plugin asks for those calls
+  (``before_model``, ``before_tool``, ``after_tool`` per call, ``end_run``).
 
-Per tool call: each window over ``CALLS * RUNS``. ``guarded - bare`` is what the
-integration adds in place (the gate and the translation around it); ``gate`` is
-the gate's check alone. A healthy run: nothing is refused, the common path.
+``bare`` and ``guarded`` alternate, ``REPEATS`` windows each, and the least of
+each is kept: a window now and then runs high (a garbage collection, the
+framework's lazy set-up), and the least is the run without that. Per tool call:
+a window over ``CALLS * RUNS``. ``guarded - bare`` is what the integration adds
+in place (the gate and the translation around it); ``gate`` is the gate's check
+alone. A healthy run: nothing is refused, the common path.
 
 Run ``.venv-integrations/bin/python bench/bench_integration_gate.py adk|strands``;
 ``--inner`` is the measured process. Without valgrind it says so and exits 0.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,14 +35,22 @@ from typing import Any
 
 import callgrind
 
+from otel_stall.integrations.gate import ToolGate
+
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "tests" / "integrations"))
 
 CALLS = 8
 """Tool calls per run: different searches, then the model's final answer."""
 
-RUNS = 5
+RUNS = 4
 """Runs per counted window."""
+
+REPEATS = 3
+"""Windows of each of ``bare`` and ``guarded``, alternating; the least of each is kept."""
+
+GATE = ToolGate()
+"""The one gate every guarded run asks, as the process's default gate would be."""
 
 SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("search", {"query": f"topic {i}"}) for i in range(CALLS)
@@ -50,20 +63,19 @@ def runner(framework: str) -> tuple[Callable[[bool], Any], str]:
         import adk_agent
 
         from otel_stall.integrations.adk import StallPlugin
-        from otel_stall.integrations.gate import ToolGate
+
+        plugin = StallPlugin(GATE)
 
         def adk_run(guarded: bool) -> Any:
-            plugins = [StallPlugin(ToolGate())] if guarded else []
-            return asyncio.run(adk_agent.run_agent(SCRIPT, plugins=plugins))
+            return asyncio.run(adk_agent.run_agent(SCRIPT, plugins=[plugin] if guarded else []))
 
         return adk_run, "search"
     import strands_agent
 
-    from otel_stall.integrations.gate import ToolGate
     from otel_stall.integrations.strands import StallPlugin as StrandsPlugin
 
     def strands_run(guarded: bool) -> Any:
-        plugins = [StrandsPlugin(ToolGate())] if guarded else []
+        plugins = [StrandsPlugin(GATE)] if guarded else []  # a plugin is bound to one agent
         return strands_agent.run_agent(SCRIPT, plugins=plugins)
 
     return strands_run, "search"
@@ -71,9 +83,7 @@ def runner(framework: str) -> tuple[Callable[[bool], Any], str]:
 
 def gate_alone(run: int) -> None:
     """What the plugin asks the gate in one run, without the framework."""
-    from otel_stall.integrations.gate import ToolGate
-
-    gate = ToolGate()
+    gate = GATE
     key = ("bench", run)
     for name, args in SCRIPT:
         gate.before_model(run=key)
@@ -84,17 +94,18 @@ def gate_alone(run: int) -> None:
 
 
 def inner(framework: str) -> None:
-    """The measured process: warm up each side, then count one window of each."""
+    """The measured process: warm up each side, then count alternating windows, the gate last."""
     run, _ = runner(framework)
-    run(False)
-    run(True)
+    for guarded in (False, True, False, True):
+        run(guarded)
     gate_alone(-1)
-    with callgrind.window():
-        for _ in range(RUNS):
-            run(False)
-    with callgrind.window():
-        for _ in range(RUNS):
-            run(True)
+    for _ in range(REPEATS):
+        for guarded in (False, True):
+            gc.collect()
+            with callgrind.window():
+                for _ in range(RUNS):
+                    run(guarded)
+    gc.collect()
     with callgrind.window():
         for i in range(RUNS):
             gate_alone(i)
@@ -112,9 +123,11 @@ def main() -> int:
     if not callgrind.available():
         print("valgrind is not installed: nothing measured")
         return 0
-    bare, guarded, gate = callgrind.count(
-        [sys.executable, __file__, ns.framework, "--inner"], windows=3
+    counts = callgrind.count(
+        [sys.executable, __file__, ns.framework, "--inner"], windows=2 * REPEATS + 1
     )
+    bare, guarded, gate = min(counts[0:-1:2]), min(counts[1:-1:2]), counts[-1]
+    print(f"windows (bare, guarded alternating, then the gate): {counts}")
     per = CALLS * RUNS
     added = (guarded - bare) / per
     print(f"{ns.framework}: instructions per tool call ({CALLS} calls x {RUNS} runs)")
