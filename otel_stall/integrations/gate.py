@@ -170,12 +170,16 @@ class ToolGate:
         return self._policy
 
     def _live_run(self) -> Any:
-        """The processor's run of the current span, if it has state."""
-        processor = self.processor()
-        if processor is None:
-            return None
+        """The processor's run of the current span, if it has state.
+
+        The span first: without one (no OpenTelemetry set up) the processor's
+        lookup, a lock and the global provider's, is skipped on every call.
+        """
         ctx = trace.get_current_span().get_span_context()
         if not ctx.is_valid:
+            return None
+        processor = self.processor()
+        if processor is None:
             return None
         run = processor.run_for(ctx)
         return run if run is not None and run.detector is not None else None
