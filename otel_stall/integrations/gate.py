@@ -274,10 +274,11 @@ class ToolGate:
     def _record_refusal(tool: str, args: Any) -> None:
         """A refused tool span in the current run: the call never ran, but was asked for.
 
-        When the framework asks from inside its own span of this call (ADK's and
-        Strands' ``execute_tool <name>``), that span is marked refused: a second
-        span would record the call twice, once refused and once as a call that
-        returned the refusal.
+        When the framework asks from inside its own span of this call (ADK's
+        ``execute_tool <name>``), that span is marked refused: a second span would
+        record the call twice, once refused and once as a call that returned the
+        refusal. A framework that makes no span for a call it cancels (Strands)
+        gets this one.
         """
         import json
 
