@@ -190,7 +190,9 @@ class ToolGate:
         with self._lock:
             own = self._runs.get(key)
             if own is None:
-                own = _OwnRun(RunDetector(self.policy, run_key=str(key), keep=64))
+                # touched before the trim: at 0 the new run itself looked idle since boot
+                # and was dropped at once on a machine up for longer than idle_seconds
+                own = _OwnRun(RunDetector(self.policy, run_key=str(key), keep=64), touched=now)
                 self._runs[key] = own
                 self._trim(now)
             else:
