@@ -96,9 +96,8 @@ def gate_alone(run: int) -> None:
 def counted(work: Callable[[int], object]) -> None:
     """One counted window of ``RUNS`` runs of ``work``, the cyclic garbage collector held off.
 
-    With a framework imported, a full collection walks millions of objects; the
-    one that happens to fall in a window, whoever's allocations set it off, made
-    that window several times the others (the gate's alone 8 M one run, 34 M the next).
+    With a framework imported, a full collection walks every object it made; one
+    falling in a window would be charged to whichever side happened to run then.
     """
     gc.collect()
     gc.disable()
