@@ -91,6 +91,16 @@ class Decision:
 ALLOW: Final = Decision()
 
 
+def answer_now(decision: Decision) -> str:
+    """What the model is told when its tools are taken away: the guidance, then the stop.
+
+    The finding's own text may still suggest another approach; :data:`BREAK_MESSAGE`
+    after it says there is none left but to answer.
+    """
+    message = decision.message or BREAK_MESSAGE
+    return message if message == BREAK_MESSAGE else f"{message} {BREAK_MESSAGE}"
+
+
 @dataclass(slots=True)
 class _OwnRun:
     detector: RunDetector
@@ -168,14 +178,18 @@ class ToolGate:
         return self._policy
 
     def _live_run(self) -> Any:
-        """The processor's run of the current span, if it has state (and the gate may ask it)."""
+        """The processor's run of the current span, if it has state (and the gate may ask it).
+
+        The span first: without one (no OpenTelemetry set up) the processor's
+        lookup, a lock and the global provider's, is skipped on every call.
+        """
         if self._own_state:
-            return None
-        processor = self.processor()
-        if processor is None:
             return None
         ctx = trace.get_current_span().get_span_context()
         if not ctx.is_valid:
+            return None
+        processor = self.processor()
+        if processor is None:
             return None
         run = processor.run_for(ctx)
         return run if run is not None and run.detector is not None else None
@@ -270,15 +284,16 @@ class ToolGate:
     def _record_refusal(tool: str, args: Any) -> None:
         """A refused tool span in the current run: the call never ran, but was asked for.
 
-        When the framework's own span of this call is current (its tool span
-        wraps the hook), that span is marked: one span per call, so the refusal
-        is not also counted as a failed call when the framework marks it an error.
+        When the framework asks from inside its own span of this call (ADK's
+        ``execute_tool <name>``), that span is marked refused: a second span would
+        record the call twice, once refused and once as a call that returned the
+        refusal. A framework that makes no span for a call it cancels (Strands)
+        gets this one.
         """
         import json
 
         current = trace.get_current_span()
-        attrs = getattr(current, "attributes", None) or {}
-        if current.is_recording() and attrs.get("gen_ai.tool.name") == tool:
+        if _is_tool_span(current, tool):
             current.set_attribute(StallAttributes.REFUSED, True)
             return
         try:
@@ -413,6 +428,18 @@ class ToolGate:
             raise exc
 
 
+def _is_tool_span(span: Any, tool: str) -> bool:
+    """Whether ``span`` is a recording span of a call of ``tool`` (by its name or attribute)."""
+    if not span.is_recording():
+        return False
+    if getattr(span, "name", None) == f"execute_tool {tool}":
+        return True
+    attributes = getattr(span, "attributes", None) or {}
+    return attributes.get("gen_ai.tool.name") == tool and (
+        attributes.get("gen_ai.operation.name") in (None, "execute_tool")
+    )
+
+
 def _worst(findings: Any) -> Finding | None:
     best: Finding | None = None
     for finding in findings:
@@ -433,4 +460,4 @@ def default_gate() -> ToolGate:
     return _DEFAULT
 
 
-__all__ = ["ALLOW", "BREAK_MESSAGE", "Decision", "ToolGate", "default_gate"]
+__all__ = ["ALLOW", "BREAK_MESSAGE", "Decision", "ToolGate", "answer_now", "default_gate"]

@@ -71,3 +71,16 @@ def test_idle_runs_are_evicted_and_the_count_is_capped() -> None:
     time.sleep(0.3)
     gate.after_tool("search", {"q": 0}, "hit", run="fresh")
     assert gate.open_runs == 1
+
+
+def test_the_least_recently_used_run_goes_first_past_the_count_bound() -> None:
+    """``max_runs``: a third run drops the run used longest ago, whose state starts over."""
+    gate = ToolGate(policy=StallPolicy(), max_runs=2)
+    args = {"query": "x"}
+    for run in ("a", "b"):
+        gate.after_tool("search", args, {"hits": 0}, run=run)
+    gate.before_tool("search", args, run="a")  # "a" used last: "b" is the oldest
+    gate.after_tool("search", args, {"hits": 0}, run="c")
+    assert gate.open_runs == 2
+    assert gate.before_tool("search", args, run="a").refused
+    assert not gate.before_tool("search", args, run="b").refused  # forgotten: a new run

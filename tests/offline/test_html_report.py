@@ -9,8 +9,8 @@ A screenshot of the page is left in the temp folder as a CI artifact.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
