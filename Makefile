@@ -76,7 +76,7 @@ $(INT_VENV)/.installed: pyproject.toml setup.py otel_stall/core/_canon.c
 # virtualenv's `make typecheck` leaves them out); each file named, so none is excluded.
 integrations: $(INT_VENV)/.installed
 	$(INT_VENV)/bin/mypy $(wildcard otel_stall/integrations/*.py) otel_stall/demo_pydantic_ai.py \
-		$(wildcard tests/integrations/*.py) bench/bench_gate.py bench/bench_integration_gate.py
+		$(wildcard tests/integrations/*.py) bench/bench_gate.py
 	$(INT_VENV)/bin/pytest -n 0 tests/integrations $(PYTEST_ARGS)
 
 ## bench: run every benchmark and regenerate docs/performance.md (BENCH_ARGS=--quick: a fast run)
