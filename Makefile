@@ -78,7 +78,7 @@ integrations: $(INT_VENV)/.installed
 	$(INT_VENV)/bin/mypy $(filter-out %/gate.py %/__init__.py,$(wildcard otel_stall/integrations/*.py)) \
 		otel_stall/demo_pydantic_ai.py $(wildcard tests/integrations/*_agent.py) \
 		$(filter-out %/test_gate.py %/test_gate_spans.py,$(wildcard tests/integrations/test_*.py)) \
-		bench/bench_gate.py bench/bench_integration_gate.py
+		bench/bench_gate.py
 	$(INT_VENV)/bin/pytest -n 0 tests/integrations $(PYTEST_ARGS)
 
 ## bench: run every benchmark and regenerate docs/performance.md (BENCH_ARGS=--quick: a fast run)

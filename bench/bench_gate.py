@@ -1,59 +1,105 @@
 """The live gate's cost per tool call inside real frameworks, against the framework's own cost.
 
-Side by side in one process, each a run of ``CALLS`` tool calls with different
-arguments (nothing refused: the gate's everyday cost):
+Issue 30 asks for the gate's check per tool call in instructions, and as a ratio
+of what the framework itself spends per call. Per framework, one process under
+``valgrind --tool=callgrind`` counts windows (``callgrind.window``) of ``RUNS``
+runs of ``CALLS`` tool calls with different arguments (nothing refused: the
+gate's everyday cost), of three sides:
 
-- **OpenAI Agents SDK:** ``Runner.run`` of an agent whose offline model asks
-  one tool call per turn and then answers, the agent as it is and as
-  ``guard(agent)`` makes it (two guardrails and an ``is_enabled`` check per
-  call, the gate asked once per turn). Per call: the run's cost over its calls.
-- **MCP:** ``call_tool`` round trips over a real in-memory connection to an
-  in-process server, on the session and on ``guard_session(session)``.
-- **The gate alone:** ``before_model``, ``before_tool`` and ``after_tool`` per
-  call on a ``ToolGate`` of its own: what both adapters add, without them.
+- ``bare``: the framework as it is, offline: the OpenAI Agents SDK's
+  ``Runner.run`` over a scripted model asking one tool call per turn; an MCP
+  session's ``call_tool`` round trips to an in-process server over a real
+  in-memory connection; Google ADK's and Strands' agents on the scripted models
+  of ``tests/integrations``;
+- ``guarded``: the same with the integration (``guard(agent)``,
+  ``guard_session(session)``, the ADK and Strands plugins), on one gate shared
+  by every run, as the process's default gate is;
+- ``gate``: that gate alone, asked what the integrations ask per call
+  (``before_model``, ``before_tool``, ``after_tool``, then ``end_run``).
 
-CPU time (``time.process_time``): the median of interleaved repeats, so a burst
-of load from elsewhere lands on both sides. Instructions: each side in counted
-windows of one process under ``valgrind --tool=callgrind`` (see ``callgrind.py``),
-the least of ``WINDOWS``; skipped without valgrind. The frameworks come from
-the ``integrations`` extra: run with ``.venv-integrations/bin/python
-bench/bench_gate.py [--quick]`` (``make .venv-integrations/.installed``); under
-another interpreter without them the script re-runs itself with that one if it
-exists, and otherwise says so and exits 0. No budget: the figures are printed.
+After two warm-ups of each side (the first runs high: the framework's lazy
+set-up), the sides alternate for ``REPEATS`` rounds and the least window of each
+is kept; the cyclic garbage collector is held off in every window (see
+:func:`_counted`). ``guarded - bare`` is what the integration adds in place (the
+gate and the translation around it); ``gate`` is the gate's check alone.
+
+The frameworks come from the ``integrations`` extra: run with
+``.venv-integrations/bin/python bench/bench_gate.py [--quick]`` (``make
+.venv-integrations/.installed``); under another interpreter the script re-runs
+itself with that one if it exists, and otherwise measures the frameworks it
+finds and names the others. Without valgrind it says so and exits 0. No budget:
+the figures are printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib.util
 import os
-import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import callgrind
 
-CALLS = 20
-"""Tool calls per run (one per model turn in the agents run)."""
+from otel_stall.integrations.gate import ToolGate
 
-WINDOWS = 2
-"""Counted windows per side under callgrind; the least is kept."""
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests" / "integrations"))
 
-INTEGRATIONS_PYTHON = Path(__file__).resolve().parent.parent / ".venv-integrations/bin/python"
+CALLS = 8
+"""Tool calls per run, each with different arguments, then the model's final answer."""
 
-DASH = "\N{EN DASH}"
+INTEGRATIONS_PYTHON = HERE.parent / ".venv-integrations/bin/python"
 
-SIDES = ("agents", "agents+gate", "mcp", "mcp+gate", "gate")
-"""What is measured, in order: each framework without and with the gate, and the gate alone."""
+GATE = ToolGate()
+"""The one gate every guarded run asks, as the process's default gate would be."""
+
+Side = Callable[[], Awaitable[Any]]
+"""One run of ``CALLS`` tool calls."""
+
+FRAMEWORKS = {
+    "agents": ("OpenAI Agents SDK: a `Runner.run` turn", ("agents",)),
+    "mcp": ("MCP: a `call_tool` round trip, in memory", ("mcp",)),
+    "adk": ("Google ADK: an agent's model turn and tool call", ("google.adk",)),
+    "strands": ("Strands: an agent's model turn and tool call", ("strands",)),
+}
+"""Per framework: its row's name, and the modules it needs."""
+
+SCRIPT: list[tuple[str, dict[str, Any]]] = [
+    ("search", {"query": f"topic {i}"}) for i in range(CALLS)
+]
+"""The ADK and Strands agents' tool calls (the tests' scripted models)."""
 
 
-def _agents_side(guarded: bool) -> Callable[[], Awaitable[Any]]:
-    """One ``Runner.run`` of ``CALLS`` tool turns and an answer, over a model that never ends."""
+def _gate_side(
+    name: str, args: Callable[[int], dict[str, Any]], result: Callable[[int], Any]
+) -> Side:
+    """What the integrations ask the gate per call, on a run of its own each time."""
+    runs = iter(range(10**9))
+
+    async def one() -> None:
+        run = ("bench", next(runs))
+        for key in range(CALLS):
+            GATE.before_model(run=run)
+            GATE.before_tool(name, args(key), run=run)
+            GATE.after_tool(name, args(key), result(key), run=run)
+        GATE.before_model(run=run)
+        GATE.end_run(run)
+
+    return one
+
+
+def _record(key: int) -> str:
+    return f"record {key}: " + "x" * 200
+
+
+def _agents(guarded: bool) -> Side:
+    """One ``Runner.run`` of ``CALLS`` tool turns and an answer, over a scripted model."""
     from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
     from agents.models.interface import Model
     from agents.testing import assistant_message, function_call
@@ -80,26 +126,26 @@ def _agents_side(guarded: bool) -> Callable[[], Awaitable[Any]]:
     @function_tool
     def lookup(key: int) -> str:
         """A record by its key."""
-        return f"record {key}: " + "x" * 200
+        return _record(key)
 
     agent = Agent(name="bench", instructions="Look things up.", tools=[lookup], model=Scripted())
     if guarded:
-        agent = guard(agent)
+        agent = guard(agent, gate=GATE)
     config = RunConfig(tracing_disabled=True)
 
-    async def one() -> Any:
+    async def one() -> None:
         result = await Runner.run(agent, "Go.", run_config=config, max_turns=CALLS + 2)
         assert result.final_output == "done"
 
     return one
 
 
-def _mcp_side(session: Any, guarded: bool) -> Callable[[], Awaitable[Any]]:
+def _mcp(session: Any, guarded: bool) -> Side:
     """``CALLS`` round trips on one connection; guarded, each run on a wrapper of its own."""
     from otel_stall.integrations.mcp import guard_session
 
     async def one() -> None:
-        target = guard_session(session) if guarded else session
+        target = guard_session(session, gate=GATE) if guarded else session
         for key in range(CALLS):
             result = await target.call_tool("lookup", {"key": key})
             assert not result.is_error
@@ -109,163 +155,161 @@ def _mcp_side(session: Any, guarded: bool) -> Callable[[], Awaitable[Any]]:
     return one
 
 
-def _gate_side() -> Callable[[], Awaitable[Any]]:
-    """What both adapters ask of the gate per call, on a run of its own each time."""
-    from otel_stall.integrations.gate import ToolGate
+def _adk(guarded: bool) -> Side:
+    import adk_agent
 
-    gate = ToolGate(own_state=True)
-    result = "record 0: " + "x" * 200
-    runs = iter(range(10**9))
+    from otel_stall.integrations.adk import StallPlugin
+
+    plugins = [StallPlugin(GATE)] if guarded else []
 
     async def one() -> None:
-        run = ("bench", next(runs))
-        for key in range(CALLS):
-            gate.before_model(run=run)
-            gate.before_tool("lookup", {"key": key}, run=run)
-            gate.after_tool("lookup", {"key": key}, result, run=run)
-        gate.end_run(run)
+        await adk_agent.run_agent(SCRIPT, plugins=plugins)
 
     return one
 
 
-def _server() -> Any:
-    from mcp.server.mcpserver import MCPServer
+def _strands(guarded: bool) -> Side:
+    import strands_agent
 
-    server = MCPServer("bench")
+    from otel_stall.integrations.strands import StallPlugin
 
-    @server.tool()
-    def lookup(key: int) -> str:
-        """A record by its key."""
-        return f"record {key}: " + "x" * 200
+    async def one() -> None:
+        plugins = [StallPlugin(GATE)] if guarded else []  # a plugin is bound to one agent
+        strands_agent.run_agent(SCRIPT, plugins=plugins)
 
-    return server
-
-
-async def _with_sides(body: Callable[[list[Callable[[], Awaitable[Any]]]], Awaitable[Any]]) -> Any:
-    """The five sides (``SIDES``), the MCP ones on one live in-memory connection."""
-    from mcp.client import Client
-
-    async with Client(_server()) as client:
-        sides = [
-            _agents_side(False),
-            _agents_side(True),
-            _mcp_side(client.session, False),
-            _mcp_side(client.session, True),
-            _gate_side(),
-        ]
-        return await body(sides)
+    return one
 
 
-async def _clock(sides: list[Callable[[], Awaitable[Any]]], repeats: int) -> list[list[float]]:
-    """CPU seconds per call of each side, over interleaved repeats (after one warm-up each)."""
-    for side in sides:
-        await side()
-    per_call: list[list[float]] = [[] for _ in sides]
-    for _ in range(repeats):
-        for i, side in enumerate(sides):
-            start = time.process_time()
+def _search(key: int) -> dict[str, Any]:
+    return SCRIPT[key][1]
+
+
+def _hits(key: int) -> dict[str, Any]:
+    return {"hits": f"no results for {SCRIPT[key][1]['query']}"}
+
+
+async def _with_sides(framework: str, body: Callable[[list[Side]], Awaitable[None]]) -> None:
+    """``body`` on the framework's three sides (bare, guarded, gate)."""
+    if framework == "mcp":
+        from mcp.client import Client
+        from mcp.server.mcpserver import MCPServer
+
+        server = MCPServer("bench")
+
+        @server.tool()
+        def lookup(key: int) -> str:
+            """A record by its key."""
+            return _record(key)
+
+        async with Client(server) as client:
+            gate = _gate_side("lookup", lambda key: {"key": key}, _record)
+            await body([_mcp(client.session, False), _mcp(client.session, True), gate])
+        return
+    if framework == "agents":
+        make, gate = _agents, _gate_side("lookup", lambda key: {"key": key}, _record)
+    else:
+        make = _adk if framework == "adk" else _strands
+        gate = _gate_side("search", _search, _hits)
+    await body([make(False), make(True), gate])
+
+
+async def _counted(side: Side, runs: int) -> None:
+    """One counted window of ``runs`` runs of ``side``, the cyclic garbage collector held off.
+
+    With a framework imported, a full collection walks every object it made; one
+    falling in a window would be charged to whichever side happened to run then.
+    """
+    gc.collect()
+    gc.disable()
+    try:
+        with callgrind.window():
+            for _ in range(runs):
+                await side()
+    finally:
+        gc.enable()
+
+
+async def _drive(sides: list[Side], runs: int, repeats: int) -> None:
+    """The measured process: two warm-ups of each side, then ``repeats`` rounds of windows."""
+    for _ in range(2):
+        for side in sides:
             await side()
-            per_call[i].append((time.process_time() - start) / CALLS)
-    return per_call
+    for _ in range(repeats):
+        for side in sides:
+            await _counted(side, runs)
 
 
-async def _drive(sides: list[Callable[[], Awaitable[Any]]], reps: int) -> None:
-    """Under callgrind: per side a warm-up, then ``WINDOWS`` counted windows of ``reps`` runs."""
-    for side in sides:
-        await side()
-        for _ in range(WINDOWS):
-            with callgrind.window():
-                for _ in range(reps):
-                    await side()
-
-
-def _instructions(reps: int) -> list[float] | None:
-    """Instructions per call of each side, or ``None`` without valgrind."""
-    if not callgrind.available():
-        return None
-    command = [sys.executable, __file__, "--drive", str(reps)]
+def _instructions(framework: str, runs: int, repeats: int) -> tuple[float, float, float]:
+    """Instructions per tool call of bare, guarded and the gate alone: the least window each."""
+    command = [sys.executable, __file__, "--drive", framework, str(runs), str(repeats)]
     env = {**os.environ, "OPENAI_AGENTS_DISABLE_TRACING": "1"}
-    counts = callgrind.count(command, WINDOWS * len(SIDES), env=env)
-    return [
-        min(counts[WINDOWS * i : WINDOWS * (i + 1)]) / (reps * CALLS) for i in range(len(SIDES))
-    ]
+    counts = callgrind.count(command, 3 * repeats, env=env)
+    bare, guarded, gate = (min(counts[i::3]) / (runs * CALLS) for i in range(3))
+    return bare, guarded, gate
 
 
-def _cell(values: list[float], unit: str) -> str:
-    """The median, and the interquartile range where there are repeats."""
-    middle = statistics.median(values)
-    if len(values) < 4:
-        return f"{middle:,.1f} {unit}"
-    low, _, high = statistics.quantiles(values, n=4)
-    return f"{middle:,.1f} {unit} [{low:,.0f}{DASH}{high:,.0f}]"
+def _here(framework: str) -> bool:
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in FRAMEWORKS[framework][1])
+    except ModuleNotFoundError:
+        return False
 
 
-def _table(per_call: list[list[float]], unit: str) -> None:
-    """One row per framework, then the gate alone against each framework's own per-call cost."""
-    mid = [statistics.median(values) for values in per_call]
-    print("| framework, per tool call | without the gate | with it | the gate adds | ratio |")
-    print("|---|---:|---:|---:|---:|")
-    names = ("OpenAI Agents SDK: a `Runner.run` turn", "MCP: a `call_tool` round trip, in memory")
-    for row, name in enumerate(names):
-        plain, guarded = 2 * row, 2 * row + 1
-        print(
-            f"| {name} | {_cell(per_call[plain], unit)} | {_cell(per_call[guarded], unit)} "
-            f"| {mid[guarded] - mid[plain]:,.1f} {unit} | **{mid[guarded] / mid[plain]:.3f}** |"
-        )
-    gate = mid[4]
+def _rerun(argv: list[str] | None) -> int | None:
+    """The exit code of this script re-run in the integrations virtualenv, if it should be."""
+    if all(_here(f) for f in FRAMEWORKS) or Path(sys.executable) == INTEGRATIONS_PYTHON:
+        return None
+    if not INTEGRATIONS_PYTHON.exists():
+        return None
+    again = [str(INTEGRATIONS_PYTHON), __file__, *(argv if argv is not None else sys.argv[1:])]
+    return subprocess.run(again, check=False).returncode
+
+
+def _table(rows: dict[str, tuple[float, float, float]]) -> None:
     print(
-        "\nThe gate alone (`before_model`, `before_tool`, `after_tool`): "
-        f"{_cell(per_call[4], unit)} per call, {gate / mid[0]:.1%} of an agents turn, "
-        f"{gate / mid[2]:.1%} of an MCP round trip.\n"
+        "| framework, per tool call | the framework | added by the integration "
+        "| the gate's check alone | added / framework | gate / framework |"
     )
-
-
-def _frameworks_here() -> bool:
-    return all(importlib.util.find_spec(m) is not None for m in ("agents", "mcp"))
+    print("|---|---:|---:|---:|---:|---:|")
+    for framework, (bare, guarded, gate) in rows.items():
+        added = guarded - bare
+        print(
+            f"| {FRAMEWORKS[framework][0]} | {bare / 1000:,.1f} k | {added / 1000:,.1f} k "
+            f"| {gate / 1000:,.1f} k | **{added / bare:.1%}** | {gate / bare:.1%} |"
+        )
+    print()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="fewer repeats")
-    parser.add_argument("--drive", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="fewer runs and windows")
+    parser.add_argument("--drive", nargs=3, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
     if options.drive:
-        reps = int(options.drive)
-        asyncio.run(_with_sides(lambda sides: _drive(sides, reps)))
+        framework, runs, repeats = options.drive[0], int(options.drive[1]), int(options.drive[2])
+        asyncio.run(_with_sides(framework, lambda sides: _drive(sides, runs, repeats)))
         return 0
-    if not _frameworks_here():
-        if INTEGRATIONS_PYTHON.exists() and Path(sys.executable) != INTEGRATIONS_PYTHON:
-            again = [
-                str(INTEGRATIONS_PYTHON),
-                __file__,
-                *(argv if argv is not None else sys.argv[1:]),
-            ]
-            return subprocess.run(again, check=False).returncode
-        print("## Live gate in the frameworks: per tool call\n")
-        print("The `integrations` extra is not installed here: no figures.\n")
-        return 0
-    repeats = 5 if options.quick else 15
+    again = _rerun(argv)
+    if again is not None:
+        return again
     print("## Live gate in the frameworks: per tool call\n")
-    print(
-        f"Runs of {CALLS} tool calls with different arguments (none refused), each framework "
-        "with and without the gate, side by side in one process; per call, the run's cost "
-        "over its calls.\n"
-    )
-    clocked = asyncio.run(_with_sides(lambda sides: _clock(sides, repeats)))
-    load = os.getloadavg()[0]
-    print(
-        f"CPU time, the median of {repeats} interleaved repeats [interquartile range] "
-        f"(load average {load:.1f} on {os.cpu_count()} cores: on a loaded machine the "
-        "instruction counts below are the steadier figure):\n"
-    )
-    _table([[t * 1e6 for t in times] for times in clocked], "µs")
-    counted = _instructions(1 if options.quick else 2)
-    if counted is None:
-        print("valgrind is not installed here: no instruction counts.\n")
+    present = [f for f in FRAMEWORKS if _here(f)]
+    missing = [f for f in FRAMEWORKS if f not in present]
+    if missing:
+        print(f"Not installed here (the `integrations` extra): {', '.join(missing)}.\n")
+    if not present:
         return 0
-    print(f"Instructions (callgrind), the least of {WINDOWS} windows:\n")
-    _table([[n / 1000] for n in counted], "k")
+    if not callgrind.available():
+        print("valgrind is not installed here: no figures.\n")
+        return 0
+    runs, repeats = (2, 2) if options.quick else (4, 3)
+    print(
+        f"Instructions (callgrind) per tool call: runs of {CALLS} tool calls with different "
+        f"arguments (none refused) and an answer, {runs} runs per window, the least of "
+        f"{repeats} windows per side, the sides alternating in one process per framework.\n"
+    )
+    _table({f: _instructions(f, runs, repeats) for f in present})
     return 0
 
 
