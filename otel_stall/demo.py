@@ -187,19 +187,7 @@ def run_live_demo(
     Spans go to ``capture`` (OTLP/JSON lines) and, given ``export_otlp``, to that
     endpoint; ``width`` is the findings' line width (``None``: the terminal's).
     """
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-
-    from otel_stall.live.capture import OtlpJsonLinesSpanExporter
-    from otel_stall.live.processor import StallSpanProcessor
-
-    findings: list[Finding] = []
-    downstream: list[Any] = [SimpleSpanProcessor(OtlpJsonLinesSpanExporter(capture))]
-    if export_otlp:
-        downstream.append(BatchSpanProcessor(_sdk_exporter(export_otlp)))
-    processor = StallSpanProcessor(*downstream, on_finding=findings.append)
-    provider = TracerProvider()
-    provider.add_span_processor(processor)
+    provider, processor, findings = live_pipeline(capture, export_otlp)
     tracer = provider.get_tracer("otel_stall.demo")
     stdout.write(
         "A simulated researcher agent that loops on one page, and a planner that makes\n"
@@ -215,7 +203,7 @@ def run_live_demo(
         "planner\n  rounds 1..4  list_issues, pages 1 to 4: each result new, never stopped\n"
     )
     provider.shutdown()
-    _print_live_findings(findings, narrator.arguments, stdout, width)
+    print_live_findings(findings, narrator.arguments, stdout, width)
 
 
 class _Narrator:
@@ -253,7 +241,28 @@ class _Narrator:
             )
 
 
-def _print_live_findings(
+def live_pipeline(capture: str, export_otlp: str | None) -> tuple[Any, Any, list[Finding]]:
+    """Both demos' wiring: an SDK provider, the processor, the capture (and an OTLP export).
+
+    Returns the provider, the processor and the list its findings are appended to.
+    """
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+    from otel_stall.live.capture import OtlpJsonLinesSpanExporter
+    from otel_stall.live.processor import StallSpanProcessor
+
+    findings: list[Finding] = []
+    downstream: list[Any] = [SimpleSpanProcessor(OtlpJsonLinesSpanExporter(capture))]
+    if export_otlp:
+        downstream.append(BatchSpanProcessor(_sdk_exporter(export_otlp)))
+    processor = StallSpanProcessor(*downstream, on_finding=findings.append)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    return provider, processor, findings
+
+
+def print_live_findings(
     findings: Sequence[Finding], arguments: dict[str, str], stdout: IO[str], width: int | None
 ) -> None:
     """The live findings, one line per rule and call, as the replay report prints them."""

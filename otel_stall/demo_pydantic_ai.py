@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import IO, Any, Final
 
 from otel_stall.core.escape import printable
-from otel_stall.core.records import Finding
 
 __all__ = ["PAGE_URL", "available", "run_pydantic_ai_demo"]
 
@@ -116,19 +115,9 @@ def run_pydantic_ai_demo(
     Spans go to ``capture`` (OTLP/JSON lines) and, given ``export_otlp``, to that
     endpoint; ``width`` is the findings' line width (``None``: the terminal's).
     """
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+    from otel_stall.demo import live_pipeline, print_live_findings
 
-    from otel_stall.live.capture import OtlpJsonLinesSpanExporter
-    from otel_stall.live.processor import StallSpanProcessor
-
-    findings: list[Finding] = []
-    downstream: list[Any] = [SimpleSpanProcessor(OtlpJsonLinesSpanExporter(capture))]
-    if export_otlp:
-        downstream.append(BatchSpanProcessor(_sdk_exporter(export_otlp)))
-    processor = StallSpanProcessor(*downstream, on_finding=findings.append)
-    provider = TracerProvider()
-    provider.add_span_processor(processor)
+    provider, processor, findings = live_pipeline(capture, export_otlp)
     researcher, planner = _agents(processor, provider)
     stdout.write(
         "A pydantic-ai researcher agent that loops on one page, and a planner that makes\n"
@@ -146,7 +135,8 @@ def run_pydantic_ai_demo(
         )
     finally:
         provider.shutdown()
-    _print_live_findings(findings, stdout, width)
+    arguments = {"search": '{"query": "otel span basics"}', "fetch": json.dumps({"url": PAGE_URL})}
+    print_live_findings(findings, arguments, stdout, width)
 
 
 def _narrate(messages: Sequence[Any], output: str, stdout: IO[str]) -> None:
@@ -177,33 +167,3 @@ def _outcome(call: str, content: str, outcome: str, told: set[str]) -> str:
         return f"{call}: refused again\n"
     told.add(content)
     return f"{call}: refused by the gate; the model is told:\n      {printable(content)}\n"
-
-
-def _print_live_findings(findings: Sequence[Finding], stdout: IO[str], width: int | None) -> None:
-    """The live findings, one line per rule and call, as the replay report prints them."""
-    from rich.console import Console
-
-    from otel_stall.offline.preview import argument_preview
-    from otel_stall.offline.report import collapse_findings, finding_text
-
-    arguments = {"search": '{"query": "otel span basics"}', "fetch": json.dumps({"url": PAGE_URL})}
-    stdout.write("\nLive findings, one line per rule and call:\n")
-    console = Console(file=stdout, highlight=False, soft_wrap=False, width=width)
-    for line in collapse_findings(findings, lambda f: argument_preview(arguments.get(f.tool))):
-        console.print(finding_text(line), no_wrap=True, overflow="ellipsis")
-
-
-def _sdk_exporter(url: str) -> Any:
-    """Live spans go out with the SDK's own OTLP exporters, as in the simulated demo."""
-    from otel_stall.offline.send import is_http_url
-
-    if is_http_url(url):
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        return OTLPSpanExporter(endpoint=url)
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-        OTLPSpanExporter as GrpcExporter,
-    )
-
-    endpoint = url.split("://", 1)[-1]
-    return GrpcExporter(endpoint=endpoint, insecure=not url.startswith("https://"))
