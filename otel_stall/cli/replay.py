@@ -85,7 +85,7 @@ def _progress(paths: Sequence[str], label: str) -> Iterator[Callable[[int], None
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``otel-stall replay``."""
-    from otel_stall.offline.deadline import export_deadline
+    from otel_stall.offline.deadline import seconds_argument
 
     parser.add_argument(
         "paths",
@@ -109,7 +109,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--export-deadline",
-        type=export_deadline,
+        type=seconds_argument,
         metavar="SECONDS",
         help="give --export-otlp this long in all, retries included (default: "
         "$OTEL_STALL_EXPORT_DEADLINE, else 600)",

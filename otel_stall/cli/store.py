@@ -14,18 +14,9 @@ from collections.abc import Iterator
 from typing import IO
 
 from otel_stall.cli.common import UsageError
+from otel_stall.offline.deadline import seconds_argument
 
 __all__ = ["add_store_arguments", "spooled_store"]
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected seconds above 0, e.g. 10, got {text!r}")
-    return value
 
 
 def _count(text: str) -> int:
@@ -41,13 +32,13 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("trace store (a URL among the inputs)")
     group.add_argument(
         "--store-timeout",
-        type=_seconds,
+        type=seconds_argument,
         metavar="SECONDS",
         help="wait this long for one answer (default: $OTEL_STALL_STORE_TIMEOUT, else 10)",
     )
     group.add_argument(
         "--store-deadline",
-        type=_seconds,
+        type=seconds_argument,
         metavar="SECONDS",
         help="give the whole fetch this long (default: $OTEL_STALL_STORE_DEADLINE, else 120)",
     )

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["DEADLINE_ENV", "DEFAULT_DEADLINE", "deadline_from_env", "export_deadline"]
+__all__ = ["DEADLINE_ENV", "DEFAULT_DEADLINE", "deadline_from_env", "seconds_argument"]
 
 DEFAULT_DEADLINE: Final = 600.0
 """Seconds a whole export may take, retries included: ten minutes. A capture too big to send
@@ -36,12 +36,15 @@ def deadline_from_env(environ: Mapping[str, str] | None = None) -> float:
     return value
 
 
-def export_deadline(text: str) -> float:
-    """``--export-deadline``: seconds above 0 (argparse names the flag in the error)."""
+def seconds_argument(text: str) -> float:
+    """An argparse type for ``--export-deadline`` and the store's timeouts: seconds above 0.
+
+    argparse names the flag in the error.
+    """
     try:
         value = float(text)
     except ValueError:
         value = 0.0
     if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected seconds above 0, e.g. 600, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, e.g. 10, got {text!r}")
     return value
