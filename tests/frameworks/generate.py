@@ -798,6 +798,27 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "LangChainInstrumentation().manuallyInstrument(CallbackManager); Node SDK OTLP/HTTP",
         node=True,
     ),
+    Framework(
+        "mastra",
+        "1.71.0",
+        (
+            "@mastra/core@1.71.0",
+            "@mastra/observability@1.17.9",
+            "@mastra/otel-exporter@1.4.0",
+            "zod@4.6.7",
+            "@opentelemetry/exporter-trace-otlp-proto@0.301.1",
+        ),
+        "fw_mastra.mjs",
+        (
+            Layout(
+                "otel",
+                (*_BASIC, "subagent", "loop-nocontent"),
+                note="Agent.generate(maxSteps=20); Observability with OtelExporter 1.4.0",
+            ),
+        ),
+        "new Observability({configs: {otel: {exporters: [new OtelExporter({provider: {custom}})]}}})",
+        node=True,
+    ),
 )
 
 
