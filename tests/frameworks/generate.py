@@ -816,7 +816,7 @@ FRAMEWORKS: tuple[Framework, ...] = (
                 note="Agent.generate(maxSteps=20); Observability with OtelExporter 1.4.0",
             ),
         ),
-        "new Observability({configs: {otel: {exporters: [new OtelExporter({provider: {custom}})]}}})",
+        "Observability({configs: {otel: {exporters: [new OtelExporter({provider: {custom}})]}}})",
         node=True,
     ),
 )
