@@ -772,6 +772,53 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "registerTelemetry(...) from 'ai' with @ai-sdk/otel; Node SDK OTLP/HTTP to a receiver",
         node=True,
     ),
+    Framework(
+        "langchain-js",
+        "1.5.14",
+        (
+            "langchain@1.5.14",
+            "@langchain/core@1.4.0",
+            "@langchain/openai@1.6.0",
+            "@arizeai/openinference-instrumentation-langchain@4.1.1",
+            "zod@4.6.7",
+            "@opentelemetry/api@1.10.0",
+            "@opentelemetry/sdk-trace-node@2.12.1",
+            "@opentelemetry/sdk-trace-base@2.12.1",
+            "@opentelemetry/resources@2.12.1",
+            "@opentelemetry/exporter-trace-otlp-proto@0.301.1",
+        ),
+        "fw_langchain_js.mjs",
+        (
+            Layout(
+                "openinference",
+                (*_BASIC, "subagent", "loop-nocontent"),
+                note="createAgent on ChatOpenAI; openinference-instrumentation-langchain 4.1.1",
+            ),
+        ),
+        "LangChainInstrumentation().manuallyInstrument(CallbackManager); Node SDK OTLP/HTTP",
+        node=True,
+    ),
+    Framework(
+        "mastra",
+        "1.71.0",
+        (
+            "@mastra/core@1.71.0",
+            "@mastra/observability@1.17.9",
+            "@mastra/otel-exporter@1.4.0",
+            "zod@4.6.7",
+            "@opentelemetry/exporter-trace-otlp-proto@0.301.1",
+        ),
+        "fw_mastra.mjs",
+        (
+            Layout(
+                "otel",
+                (*_BASIC, "subagent", "loop-nocontent"),
+                note="Agent.generate(maxSteps=20); Observability with OtelExporter 1.4.0",
+            ),
+        ),
+        "Observability({configs: {otel: {exporters: [new OtelExporter({provider: {custom}})]}}})",
+        node=True,
+    ),
 )
 
 

@@ -165,7 +165,8 @@ def _timeline(records: list[SpanRecord]) -> list[tuple[int, int, int, SpanRecord
         d = depth(record)
         steps.append((record.start_ns, 0, d, record))
         steps.append((max(record.end_ns, record.start_ns), 1, -d, record))
-    steps.sort(key=lambda s: s[:3])
+    # at one clock time (Mastra's are milliseconds) break ties by span id, as replay does
+    steps.sort(key=lambda s: (*s[:3], s[3].span_id))
     return steps
 
 
