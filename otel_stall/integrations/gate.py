@@ -49,6 +49,8 @@ from otel_stall.core.policy import StallPolicy
 from otel_stall.core.records import ABSENT, ACTION_SEVERITY, Action, Finding, Status, ToolCall
 from otel_stall.live.fork import reset_in_child
 from otel_stall.live.settings import PYTEST_ENV
+from otel_stall.semconv import GenAIAttributes as GenAI
+from otel_stall.semconv import GenAIOperation as Op
 from otel_stall.semconv import StallAttributes
 
 logger = logging.getLogger("otel_stall.integrations")
@@ -302,12 +304,12 @@ class ToolGate:
             text = repr(args)
         tracer = trace.get_tracer("otel_stall.integrations")
         attributes: dict[str, str | bool] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": tool,
-            "gen_ai.tool.call.arguments": text,
+            GenAI.OPERATION_NAME: Op.EXECUTE_TOOL,
+            GenAI.TOOL_NAME: tool,
+            GenAI.TOOL_CALL_ARGUMENTS: text,
             StallAttributes.REFUSED: True,
         }
-        with tracer.start_as_current_span(f"execute_tool {tool}", attributes=attributes):
+        with tracer.start_as_current_span(f"{Op.EXECUTE_TOOL} {tool}", attributes=attributes):
             pass
 
     def after_tool(
@@ -432,11 +434,11 @@ def _is_tool_span(span: Any, tool: str) -> bool:
     """Whether ``span`` is a recording span of a call of ``tool`` (by its name or attribute)."""
     if not span.is_recording():
         return False
-    if getattr(span, "name", None) == f"execute_tool {tool}":
+    if getattr(span, "name", None) == f"{Op.EXECUTE_TOOL} {tool}":
         return True
     attributes = getattr(span, "attributes", None) or {}
-    return attributes.get("gen_ai.tool.name") == tool and (
-        attributes.get("gen_ai.operation.name") in (None, "execute_tool")
+    return attributes.get(GenAI.TOOL_NAME) == tool and (
+        attributes.get(GenAI.OPERATION_NAME) in (None, Op.EXECUTE_TOOL)
     )
 
 
