@@ -38,7 +38,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -46,8 +46,9 @@ from opentelemetry import trace
 
 from otel_stall.core.detector import RunDetector, gate_digests
 from otel_stall.core.policy import StallPolicy
-from otel_stall.core.records import ABSENT, ACTION_SEVERITY, Action, Finding, Status, ToolCall
+from otel_stall.core.records import ABSENT, Action, Finding, Status, ToolCall, Verdict
 from otel_stall.live.fork import reset_in_child
+from otel_stall.live.guard import worst_finding
 from otel_stall.live.settings import PYTEST_ENV
 from otel_stall.semconv import GenAIAttributes as GenAI
 from otel_stall.semconv import GenAIOperation as Op
@@ -270,17 +271,22 @@ class ToolGate:
         return _decision(finding)
 
     def _before_live(self, live: Any, tool: str, args: Any, exempt: bool) -> Decision:
-        processor = self.processor()
-        guard = processor.guard
-        status = guard.verdict()
-        if status.report is not None and status.verdict.value in ("break", "escalate"):
-            worst = _worst(status.report.findings)
-            return _decision(worst) if worst is not None else Decision(Action.BREAK, BREAK_MESSAGE)
-        refusal = guard.before_call(tool, args, exempt=exempt)
+        stopped = self._live_stop()
+        if stopped is not None:
+            return stopped
+        refusal = self.processor().guard.before_call(tool, args, exempt=exempt)
         if refusal is None:
             return ALLOW
         self._record_refusal(tool, args)
         return _decision(refusal.finding)
+
+    def _live_stop(self) -> Decision | None:
+        """The stop of the processor's run of the current span, once it reached escalate."""
+        status = self.processor().guard.verdict()
+        if status.report is None or status.verdict.severity < Verdict.ESCALATE.severity:
+            return None
+        worst = worst_finding(status.report.findings)
+        return _decision(worst) if worst is not None else Decision(Action.BREAK, BREAK_MESSAGE)
 
     @staticmethod
     def _record_refusal(tool: str, args: Any) -> None:
@@ -366,13 +372,8 @@ class ToolGate:
         try:
             live = self._live_run()
             if live is not None:
-                status = self.processor().guard.verdict()
-                if status.report is not None and status.verdict.value in ("break", "escalate"):
-                    worst = _worst(status.report.findings)
-                    if worst is not None:
-                        return _decision(worst)
-                    return Decision(Action.BREAK, BREAK_MESSAGE)
-                return self._live_news(live)
+                stopped = self._live_stop()
+                return stopped if stopped is not None else self._live_news(live)
             own = self._own(run)
             with own.lock:
                 own.detector.model_call()
@@ -397,11 +398,7 @@ class ToolGate:
             self._live_told[key] = count
             while len(self._live_told) > self._max_runs:
                 self._live_told.popitem(last=False)
-        if count <= told:
-            return ALLOW
-        fresh = findings[-(count - told) :]
-        worst = _worst(f for f in fresh if f.action is not _REFUSE)
-        return ALLOW if worst is None else _decision(worst)
+        return _fresh(findings, count - told) if count > told else ALLOW
 
     @staticmethod
     def _stopped(own: _OwnRun) -> Decision | None:
@@ -413,13 +410,8 @@ class ToolGate:
     def _news(own: _OwnRun) -> Decision:
         """The most severe finding not handed out yet (a refusal was handed out already)."""
         count = own.detector.finding_count
-        new = count - own.told
-        own.told = count
-        if new <= 0:
-            return ALLOW
-        fresh = own.detector.findings[-new:]  # the newest are always kept, last
-        worst = _worst(f for f in fresh if f.action is not _REFUSE)
-        return ALLOW if worst is None else _decision(worst)
+        new, own.told = count - own.told, count
+        return _fresh(own.detector.findings, new) if new > 0 else ALLOW
 
     def _failed(self, where: str, exc: Exception) -> None:
         kind = f"{where}: {type(exc).__name__}"
@@ -442,12 +434,13 @@ def _is_tool_span(span: Any, tool: str) -> bool:
     )
 
 
-def _worst(findings: Any) -> Finding | None:
-    best: Finding | None = None
-    for finding in findings:
-        if best is None or ACTION_SEVERITY[finding.action] >= ACTION_SEVERITY[best.action]:
-            best = finding
-    return best
+def _fresh(findings: Sequence[Finding], new: int) -> Decision:
+    """The most severe of the ``new`` newest findings, refusals aside (they were told already).
+
+    The newest are always kept, last, however the detector bounds its findings.
+    """
+    worst = worst_finding(f for f in findings[-new:] if f.action is not _REFUSE)
+    return ALLOW if worst is None else _decision(worst)
 
 
 def _error_type(error: BaseException | str) -> str:

@@ -14,6 +14,7 @@ A refused call never ran. Record it as a tool span with ``stall.refused=true``
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -52,7 +53,7 @@ class StallDetected(RuntimeError):
 
     def __init__(self, report: RunReport, finding: Finding | None = None) -> None:
         self.report = report
-        self.finding = finding if finding is not None else _worst(report)
+        self.finding = finding if finding is not None else worst_finding(report.findings)
         message = (
             self.finding.message
             if self.finding is not None
@@ -61,10 +62,10 @@ class StallDetected(RuntimeError):
         super().__init__(message)
 
 
-def _worst(report: RunReport) -> Finding | None:
+def worst_finding(findings: Iterable[Finding]) -> Finding | None:
     """The most severe finding, the latest one among equals."""
     best: Finding | None = None
-    for finding in report.findings:
+    for finding in findings:
         if best is None or ACTION_SEVERITY[finding.action] >= ACTION_SEVERITY[best.action]:
             best = finding
     return best
@@ -152,4 +153,4 @@ class StallGuard:
             raise StallDetected(report)
 
 
-__all__ = ["Refusal", "RunState", "RunStatus", "StallDetected", "StallGuard"]
+__all__ = ["Refusal", "RunState", "RunStatus", "StallDetected", "StallGuard", "worst_finding"]
