@@ -64,19 +64,8 @@ class _Installed:
 _INSTALLED = _Installed()
 
 
-def adopt(provider: TracerProvider, processor: StallSpanProcessor) -> None:
-    """Record ``processor`` as the one on ``provider``, installed by other means.
-
-    The ``otel_stall`` configurator calls this, so that :func:`install` in the
-    same process returns its processor instead of stacking a second one, which
-    would export every span twice and add every event twice.
-    """
-    with _INSTALLED.lock:
-        _INSTALLED.by_provider.setdefault(provider, processor)
-
-
 def installed_on(provider: object) -> StallSpanProcessor | None:
-    """The processor :func:`install` (or the configurator) put on ``provider``, if any.
+    """The processor :func:`install` (or auto-instrumentation) put on ``provider``, if any.
 
     The framework integrations ask this to find the live gate without a
     reference to the processor (issue 30); a lookup, so it is cheap to repeat.
@@ -230,24 +219,19 @@ def install(
     given in code, if any (a provider install() creates gets them too): the
     enriched copies obey them. Installing twice on one provider returns the
     processor already installed, and so does installing on the provider that
-    ``OTEL_PYTHON_CONFIGURATOR=otel_stall`` set up.
+    ``OTEL_STALL_INSTRUMENT=true opentelemetry-instrument`` set up.
     """
     target = _sdk_provider(provider, environ, span_limits)
-    with _INSTALLED.lock:
-        existing = _INSTALLED.by_provider.get(target)
-        if existing is not None:
-            return existing
-        resolved = ProcessorSettings.from_env(environ, **settings)
-        processors: tuple[SpanProcessor, ...]
-        wrap = False
+
+    def build() -> tuple[StallSpanProcessor, bool]:
+        # Called only when none is installed yet: a second install() starts no exporter.
+        processors: tuple[SpanProcessor, ...] = ()
         if downstream is not None:
-            processors = (
-                (downstream,) if isinstance(downstream, SpanProcessor) else tuple(downstream)
-            )
+            given = (downstream,) if isinstance(downstream, SpanProcessor) else downstream
+            processors = tuple(given)
         else:
             chosen = exporter if exporter is not None else otlp_exporter_from_env(environ)
             processors = () if chosen is None else (BatchSpanProcessor(chosen),)
-            wrap = chosen is None
         processor = StallSpanProcessor(
             *processors,
             policy=policy or StallPolicy.from_env(environ),
@@ -255,9 +239,52 @@ def install(
             meter_provider=meter_provider,
             logger_provider=logger_provider,
             on_finding=on_finding,
-            settings=resolved,
+            settings=ProcessorSettings.from_env(environ, **settings),
             span_limits=span_limits,
         )
+        return processor, downstream is None and not processors
+
+    return _register(target, build)
+
+
+def wrap_provider(
+    provider: TracerProvider, environ: Mapping[str, str] | None = None
+) -> StallSpanProcessor:
+    """Wrap the processors already on ``provider``, whatever ``OTEL_EXPORTER_OTLP_*`` says.
+
+    Auto-instrumentation's hook (:mod:`otel_stall.live.auto_instrument`): the SDK's
+    set-up has built one batch processor per exporter from the same variables
+    that :func:`install` would read, so building another would export every span
+    twice. Settings come from ``OTEL_STALL_*`` only; a second call returns the first
+    call's processor, as :func:`install` does.
+    """
+
+    def build() -> tuple[StallSpanProcessor, bool]:
+        processor = StallSpanProcessor(
+            policy=StallPolicy.from_env(environ),
+            conventions=Conventions.from_env(environ),
+            settings=ProcessorSettings.from_env(environ),
+        )
+        return processor, True
+
+    return _register(provider, build)
+
+
+def _register(
+    target: TracerProvider, build: Callable[[], tuple[StallSpanProcessor, bool]]
+) -> StallSpanProcessor:
+    """The one processor on ``target``: the one already there, or a new one put in place.
+
+    ``build`` gives a new processor and whether it should take the provider's own
+    processors in (it is added as usual if there are none). It is called only
+    when none is installed yet, so a second install() reads no settings and
+    starts no exporter.
+    """
+    with _INSTALLED.lock:
+        existing = _INSTALLED.by_provider.get(target)
+        if existing is not None:
+            return existing
+        processor, wrap = build()
         if not (wrap and _wrap_existing(target, processor)):
             target.add_span_processor(processor)
         _INSTALLED.by_provider[target] = processor
@@ -292,4 +319,4 @@ def _wrap_existing(target: TracerProvider, processor: StallSpanProcessor) -> boo
     return True
 
 
-__all__ = ["adopt", "install", "installed_on", "otlp_exporter_from_env"]
+__all__ = ["install", "installed_on", "otlp_exporter_from_env", "wrap_provider"]

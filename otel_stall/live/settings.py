@@ -22,6 +22,7 @@ OTEL_STALL_LIVE_EVENTS        true        add ``stall.detected`` to the open run
 OTEL_STALL_EVENT_SIGNAL       span        ``stall.detected`` as span events, logs, logs/dup
 OTEL_STALL_FULL_ATTRIBUTES    false       write ``stall.*`` attributes at their defaults too
 OTEL_STALL_RAISE_ERRORS       (auto)      re-raise internal errors; auto = under pytest
+OTEL_STALL_INSTRUMENT         false       under ``opentelemetry-instrument``: wrap its exporters
 ============================  ==========  ==============================================
 """
 
@@ -114,6 +115,12 @@ class ProcessorSettings:
         None, "RAISE_ERRORS", _parse_optional_bool, "true, false or auto"
     )
     """Re-raise internal errors instead of failing open; ``None`` means only under pytest."""
+    instrument: bool = env_field(False, "INSTRUMENT", parse_bool, "true or false")
+    """Under ``opentelemetry-instrument``: wrap the exporters it set up (read only there).
+
+    Off by default, so that installing otel-stall changes nobody's auto-instrumented
+    telemetry unasked. See :mod:`otel_stall.live.auto_instrument`.
+    """
 
     def __post_init__(self) -> None:
         check(self.max_runs >= 1, "max_runs", "must be at least 1 (the default is 10000)")

@@ -1,31 +1,21 @@
-"""``OTEL_PYTHON_CONFIGURATOR=otel_stall opentelemetry-instrument``: real runs, real OTLP."""
+"""``OTEL_STALL_INSTRUMENT=true opentelemetry-instrument``: real runs, real distro, real OTLP."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
-from importlib.metadata import distributions, entry_points
+from importlib.metadata import distribution, entry_points
 from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import SpanProcessor
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_receiver import GrpcReceiver, ReceivedSpan
 from user_process import run_python
 
-from otel_stall import StallSpanProcessor
-from otel_stall.live.configurator import (
-    NAME,
-    SDK_HAS_HOOK,
-    SDK_READS_CONFIG_FILE,
-    ExporterWrapper,
-    StallConfigurator,
-)
+from otel_stall.live.auto_instrument import LEGACY, SWITCH, post_instrument
+from otel_stall.live.log_events import API_EMITS_EVENTS
 
 TESTS = Path(__file__).parent.parent
 ROUNDS = 5
@@ -50,19 +40,19 @@ def instrumented_run(
     receiver: GrpcReceiver,
     exporters: str,
     *,
-    select: bool,
+    select: str | None,
     metrics: str = "none",
     sampler: tuple[str, str] | None = None,
-    config_file: str | None = None,
     event_signal: str = "span",
     prelude: str = "",
-    pythonpath: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run APP under ``opentelemetry-instrument``, exporting over OTLP/gRPC to ``receiver``.
 
-    ``sampler`` is ``OTEL_TRACES_SAMPLER`` and its argument; ``config_file`` is
-    ``OTEL_CONFIG_FILE``. Log records go to the console when ``event_signal`` asks for them.
-    ``prelude`` is code the app runs first; ``pythonpath`` is ``PYTHONPATH``.
+    ``select`` is how otel-stall is chosen: ``"switch"`` (``OTEL_STALL_INSTRUMENT=true``),
+    ``"legacy"`` (the old configurator name) or ``None``. ``sampler`` is
+    ``OTEL_TRACES_SAMPLER`` and its argument. Log records go to the console when
+    ``event_signal`` asks for them. ``prelude`` is code the app runs first.
     """
     env = {
         "OTEL_TRACES_EXPORTER": exporters,
@@ -72,14 +62,13 @@ def instrumented_run(
         "OTEL_STALL_EVENT_SIGNAL": event_signal,
         "OTEL_STALL_RAISE_ERRORS": "true",
     }
-    if select:
-        env["OTEL_PYTHON_CONFIGURATOR"] = NAME
+    if select == "switch":
+        env[SWITCH] = "true"
+    elif select == "legacy":
+        env[LEGACY[0]] = LEGACY[1]
     if sampler is not None:
         env["OTEL_TRACES_SAMPLER"], env["OTEL_TRACES_SAMPLER_ARG"] = sampler
-    if config_file is not None:
-        env["OTEL_CONFIG_FILE"] = config_file
-    if pythonpath is not None:
-        env["PYTHONPATH"] = pythonpath
+    env.update(extra_env or {})
     instrument = Path(sys.executable).with_name("opentelemetry-instrument")
     return run_python(["-c", prelude + APP], env=env, launcher=[str(instrument)])
 
@@ -93,7 +82,7 @@ def arrived_once(receiver: GrpcReceiver) -> list[ReceivedSpan]:
 
 
 def exported(
-    exporters: str = "otlp", *, select: bool = True, **options: Any
+    exporters: str = "otlp", *, select: str | None = "switch", **options: Any
 ) -> tuple[subprocess.CompletedProcess[str], list[ReceivedSpan]]:
     """One instrumented run against a fresh receiver: its output, and its spans (each once)."""
     with GrpcReceiver() as receiver:
@@ -107,18 +96,18 @@ def agent_span(spans: list[ReceivedSpan]) -> ReceivedSpan:
     return agent
 
 
-needs_hook = pytest.mark.skipif(
-    not SDK_HAS_HOOK, reason="the configurator hook needs opentelemetry-sdk 1.40"
-)
+def test_it_is_a_post_instrument_hook_and_no_configurator() -> None:
+    """opentelemetry-instrument finds the hook; otel-stall registers no configurator of its own.
+
+    A second configurator is what made every auto-instrumented app print "Configuration
+    of ... not loaded" about otel-stall (issue 29).
+    """
+    found = {ep.name: ep for ep in entry_points(group="opentelemetry_post_instrument")}
+    assert found["otel_stall"].load() is post_instrument
+    ours = distribution("otel-stall").entry_points
+    assert not [ep for ep in ours if ep.group == "opentelemetry_configurator"]
 
 
-def test_the_entry_point_is_registered() -> None:
-    """opentelemetry-instrument finds the configurator under the name users select."""
-    found = {ep.name: ep for ep in entry_points(group="opentelemetry_configurator")}
-    assert found[NAME].load() is StallConfigurator
-
-
-@needs_hook
 @pytest.mark.parametrize("exporters", ["otlp", "otlp,console"])
 def test_selected_it_wraps_the_exporters_and_each_span_leaves_once(exporters: str) -> None:
     """Every span is exported once, enriched; with two exporters detection still runs once."""
@@ -138,9 +127,8 @@ INSTALL = "import otel_stall; print(type(otel_stall.install()).__name__)\n"
 """An app that also calls install(), as code written for runs without auto-instrumentation does."""
 
 
-@needs_hook
 def test_install_in_the_app_returns_the_configurators_processor() -> None:
-    """install() under the configurator adds nothing: each span still leaves once, enriched."""
+    """install() in an auto-instrumented app adds nothing: each span still leaves once, enriched."""
     done, spans = exported(prelude=INSTALL)
     assert done.stdout.splitlines()[0] == "StallSpanProcessor"
     assert agent_span(spans).attributes["stall.verdict"] == "break"
@@ -150,9 +138,8 @@ def test_install_in_the_app_returns_the_configurators_processor() -> None:
     assert len(findings) == len(set(findings)) > 0  # not added by two processors
 
 
-@needs_hook
 def test_selected_its_metrics_reach_the_sdks_meter_provider() -> None:
-    """The processor is built before the SDK sets the meter provider; its counters still export."""
+    """The processor's counters go to the meter provider the SDK's set-up made."""
     done, spans = exported(metrics="console")
     agent = agent_span(spans)
     totals = counter_totals(done.stdout)
@@ -163,12 +150,13 @@ def test_selected_its_metrics_reach_the_sdks_meter_provider() -> None:
     assert totals["stall.findings"] == len(agent.events) + refusals > refusals
 
 
-@needs_hook
 def test_with_the_recording_sampler_a_run_nobody_exports_is_still_detected() -> None:
     """OTEL_TRACES_SAMPLER=otel_stall_parentbased_traceidratio at 0: nothing leaves, all is seen."""
     sampler = ("otel_stall_parentbased_traceidratio", "0")
     with GrpcReceiver() as receiver:
-        done = instrumented_run(receiver, "otlp", select=True, metrics="console", sampler=sampler)
+        done = instrumented_run(
+            receiver, "otlp", select="switch", metrics="console", sampler=sampler
+        )
         assert receiver.spans() == []
     totals = counter_totals(done.stdout)
     assert totals["stall.tool_calls"] == ROUNDS
@@ -176,7 +164,7 @@ def test_with_the_recording_sampler_a_run_nobody_exports_is_still_detected() -> 
     assert totals["stall.findings"] > 0
 
 
-@needs_hook
+@pytest.mark.skipif(not API_EMITS_EVENTS, reason="this Logs API emits no named events")
 def test_selected_its_log_based_events_reach_the_sdks_logger_provider() -> None:
     """With logs/dup, each finding event on the run span is also a log record in its context."""
     done, spans = exported(event_signal="logs/dup")
@@ -217,82 +205,32 @@ def counter_totals(stdout: str) -> dict[str, float]:
     return totals
 
 
-@pytest.mark.skipif(SDK_HAS_HOOK, reason="this SDK has the configurator hook")
-def test_selected_on_an_sdk_without_the_hook_it_exports_plainly_and_says_why() -> None:
-    """Before SDK 1.40 the set-up goes on without otel-stall, and stderr says how to fix it."""
-    done, spans = exported()
-    assert not any(k.startswith("stall.") for s in spans for k in s.attributes)
-    assert "needs opentelemetry-sdk 1.40" in done.stderr
+def test_not_selected_it_is_the_sdks_set_up_and_says_nothing() -> None:
+    """Installed but not chosen: spans leave as the distro sends them, and nothing is said.
 
-
-@pytest.mark.skipif(not SDK_READS_CONFIG_FILE, reason="this SDK ignores OTEL_CONFIG_FILE")
-def test_selected_with_a_config_file_it_says_the_sdk_ignores_it() -> None:
-    """The SDK's file configuration takes no configurator's changes: the error says so."""
-    with GrpcReceiver() as receiver:
-        done = instrumented_run(receiver, "otlp", select=True, config_file="/nonexistent.yaml")
-    assert "OTEL_CONFIG_FILE is set" in done.stderr
-    assert "exported without otel-stall" in done.stderr
-
-
-def test_not_selected_it_is_the_sdks_default_set_up() -> None:
-    """Without OTEL_PYTHON_CONFIGURATOR=otel_stall, spans leave as the SDK alone would send them."""
-    _, spans = exported(select=False)
-    assert not any(k.startswith("stall.") for s in spans for k in s.attributes)
-
-
-OTHER_CONFIGURATOR = textwrap.dedent(
+    The distro's configurator is the only one found, so no "not loaded" line names otel-stall.
     """
-    import sys
-    from opentelemetry.sdk._configuration import _OTelSDKConfigurator
-
-    class OtherConfigurator(_OTelSDKConfigurator):
-        def _configure(self, **kwargs):
-            print("the other configurator ran", file=sys.stderr)
-            super()._configure(**kwargs)
-    """
-)
-
-
-def _distribution(folder: Path, name: str, entry_points_text: str) -> None:
-    """A distribution's metadata in ``folder``, with its entry points (a real install's shape)."""
-    info = folder / f"{name.replace('-', '_')}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(entry_points_text)
-
-
-def test_not_selected_beside_another_configurator_it_runs_that_one_and_says_nothing(
-    tmp_path: Path,
-) -> None:
-    """Found first and not chosen, it runs the other configurator and prints no "not loaded"."""
-    ours, other = tmp_path / "ours", tmp_path / "other"
-    # The first one found: an editable install is found twice under `python -m pytest`
-    # (its egg-info in the working directory, and the dist-info in the virtualenv).
-    own = next(d for d in distributions() if d.metadata["Name"] == "otel-stall")
-    _distribution(ours, "otel-stall", own.read_text("entry_points.txt") or "")
-    _distribution(
-        other,
-        "other-configurator",
-        "[opentelemetry_configurator]\nconfigurator = other_configurator:OtherConfigurator\n",
-    )
-    (other / "other_configurator.py").write_text(OTHER_CONFIGURATOR)
-    with GrpcReceiver() as receiver:  # otel_stall's metadata first on the path: it is found first
-        done = instrumented_run(
-            receiver, "otlp", select=False, pythonpath=f"{ours}{os.pathsep}{other}"
-        )
-        spans = arrived_once(receiver)
-    assert "the other configurator ran" in done.stderr
+    done, spans = exported(select=None)
+    assert not any(k.startswith("stall.") for s in spans for k in s.attributes)
+    assert "otel_stall" not in done.stderr
+    assert "otel-stall" not in done.stderr
     assert "not loaded" not in done.stderr
+
+
+def test_the_old_configurator_name_still_wraps_and_names_the_new_switch() -> None:
+    """The old configurator name still selects otel-stall, and stderr names the new switch.
+
+    It matches no configurator now, which would leave the SDK unset and every span
+    unexported: otel-stall runs the SDK's set-up itself, then wraps it.
+    """
+    done, spans = exported(select="legacy")
+    assert agent_span(spans).attributes["stall.verdict"] == "break"
+    assert f"{SWITCH}=true" in done.stderr
+
+
+def test_a_bad_setting_leaves_the_spans_exported_and_says_which() -> None:
+    """A wrong OTEL_STALL_* value fails open: every span still leaves, plain; stderr names it."""
+    done, spans = exported(extra_env={"OTEL_STALL_MAX_RUNS": "lots"})
     assert not any(k.startswith("stall.") for s in spans for k in s.attributes)
-
-
-def test_exporter_wrapper_shares_one_processor() -> None:
-    """The first exporter gets a StallSpanProcessor; later ones join it behind a no-op."""
-    wrap = ExporterWrapper()
-    first = wrap(InMemorySpanExporter())
-    second = wrap(InMemorySpanExporter())
-    assert isinstance(first, StallSpanProcessor)
-    assert wrap.processor is first
-    assert type(second) is SpanProcessor
-    assert [type(p) for p in first.downstream] == [BatchSpanProcessor, BatchSpanProcessor]
-    first.shutdown()
+    assert "OTEL_STALL_MAX_RUNS" in done.stderr
+    assert "exported without otel-stall" in done.stderr
