@@ -2,7 +2,7 @@
 
 It stands in for the upstream collector on loopback. It counts every span,
 keeps each span's ``stall.*`` attributes and event names (not whole spans,
-so 200k spans stay small), and can be stopped and started again on the same
+so 100k spans stay small), and can be stopped and started again on the same
 port to play an upstream outage. Like a real collector it can refuse messages
 over a size limit (``max_message``: gRPC RESOURCE_EXHAUSTED, from grpcio
 itself), refuse a request holding a span with malformed ids (``validate_ids``:

@@ -165,6 +165,7 @@ BOMBS: dict[str, tuple[Callable[[Path], Path], str, int]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(BOMBS))
 def test_a_compression_bomb_is_skipped_in_bounded_memory(name: str, tmp_path: Path) -> None:
     """1 GiB inflated from a small file: an error naming the file, the line or offset, the flag."""

@@ -280,6 +280,7 @@ def probe(mode: str) -> dict[str, int]:
     return result
 
 
+@pytest.mark.slow
 def test_a_held_span_does_not_keep_its_request_alive() -> None:
     """300 held 100-byte spans from 600 kB requests: RSS grows by a small multiple of them."""
     result = probe("buffer")
@@ -830,6 +831,7 @@ def test_the_body_rate_settings_are_checked() -> None:
 # -- issue 27: shutdown under load ---------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_shutting_down_under_load_logs_no_closed_loop(
     sink: OtlpSink, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch

@@ -128,6 +128,7 @@ def _kept_per_run(attack: Attack, warm: int, window: int) -> float:
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nested", [False, True], ids=["agent-root", "under-open-root"])
 def test_an_evicted_abandoned_run_keeps_well_under_a_kilobyte(nested: bool) -> None:
     """Memory kept per abandoned run after its eviction (about 6.6 KB before the fix)."""

@@ -144,6 +144,7 @@ def _trace_run(pipe: Pipeline, agent: Agent) -> None:
             agent.tool(Call("search", {"q": 1}, {"r": 1}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [_agent_rounds, _agent_without_model_calls, _nested, _trace_run])
 @pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
 def test_ended_runs_are_freed_without_the_cycle_collector(

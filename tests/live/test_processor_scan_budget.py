@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from stall_pipeline import make_pipeline
 
 from otel_stall import StallPolicy, analyse_spans
@@ -16,6 +17,7 @@ def _output(text: str) -> str:
     return json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": text}]}])
 
 
+@pytest.mark.slow
 def test_a_run_of_many_large_outputs_reads_its_budget_and_agrees_with_the_replay() -> None:
     """Forty 300 KB outputs, then the same message five times: live reads 1 MiB, no more.
 
