@@ -306,9 +306,9 @@ def test_ci_script_installs_prometheus_and_runs_make_test() -> None:
 def test_ci_builds_the_collector_first_and_runs_make_e2e() -> None:
     """.ci/run starts the collector build before any install, and runs `make e2e` after tests."""
     text = (ROOT / ".ci" / "run").read_text()
-    build = text.index("start_job collector nice -n 10 collector/build.sh")
+    build = text.index("start_job collector collector/build.sh")
     assert build < text.index('install_packages "$')
-    assert build < text.index("make .venv/")
+    assert build < text.index("make .venv-uv/") < text.index("make .venv/")
     assert (
         text.index("\nmake test\n")
         < text.index("finish_job collector")
