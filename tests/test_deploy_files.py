@@ -304,16 +304,14 @@ def test_ci_script_installs_prometheus_and_runs_make_test() -> None:
 
 
 def test_ci_builds_the_collector_first_and_runs_make_e2e() -> None:
-    """.ci/run starts the collector build before any install, and runs `make e2e` after tests."""
+    """.ci/run starts the collector build before any install; `make e2e` runs once it is built."""
     text = (ROOT / ".ci" / "run").read_text()
     build = text.index("start_job collector collector/build.sh")
     assert build < text.index('install_packages "$')
     assert build < text.index("make .venv-uv/") < text.index("make .venv/")
-    assert (
-        text.index("\nmake test\n")
-        < text.index("finish_job collector")
-        < text.index("    make e2e\n")
-    )
+    e2e = text[text.index("e2e_suite() {") : text.index("\n}\n", text.index("e2e_suite() {"))]
+    assert e2e.index('"$logs/collector.ended"') < e2e.index("\n    make e2e")
+    assert text.index("start_job e2e e2e_suite") > text.index("make .venv/")
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^e2e: .*\n\tcollector/build\.sh", makefile, re.M)
     assert "--ignore=tests/e2e" in makefile
