@@ -234,3 +234,16 @@ def test_a_bad_setting_leaves_the_spans_exported_and_says_which() -> None:
     assert not any(k.startswith("stall.") for s in spans for k in s.attributes)
     assert "OTEL_STALL_MAX_RUNS" in done.stderr
     assert "exported without otel-stall" in done.stderr
+
+
+def test_unselected_the_hook_imports_nothing_of_the_processor() -> None:
+    """opentelemetry-instrument loads every hook in every app: unselected, ours stays free."""
+    probe = (
+        "import sys\n"
+        "from otel_stall.live.auto_instrument import post_instrument\n"
+        "post_instrument()\n"
+        "heavy = ('otel_stall.live.', 'opentelemetry.sdk')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    loaded = run_python(["-c", probe]).stdout.strip()
+    assert loaded == "['otel_stall.live.auto_instrument']"
