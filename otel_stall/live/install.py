@@ -223,16 +223,16 @@ def install(
     """
     target = _sdk_provider(provider, environ, span_limits)
 
-    def build() -> tuple[StallSpanProcessor, bool]:
-        # Called only when none is installed yet: a second install() starts no exporter.
-        processors: tuple[SpanProcessor, ...] = ()
+    def chosen() -> tuple[SpanProcessor, ...] | None:
         if downstream is not None:
-            given = (downstream,) if isinstance(downstream, SpanProcessor) else downstream
-            processors = tuple(given)
-        else:
-            chosen = exporter if exporter is not None else otlp_exporter_from_env(environ)
-            processors = () if chosen is None else (BatchSpanProcessor(chosen),)
-        processor = StallSpanProcessor(
+            return (downstream,) if isinstance(downstream, SpanProcessor) else tuple(downstream)
+        picked = exporter if exporter is not None else otlp_exporter_from_env(environ)
+        return None if picked is None else (BatchSpanProcessor(picked),)
+
+    return _register(
+        target,
+        chosen,
+        lambda processors: StallSpanProcessor(
             *processors,
             policy=policy or StallPolicy.from_env(environ),
             conventions=conventions or Conventions.from_env(environ),
@@ -241,10 +241,8 @@ def install(
             on_finding=on_finding,
             settings=ProcessorSettings.from_env(environ, **settings),
             span_limits=span_limits,
-        )
-        return processor, downstream is None and not processors
-
-    return _register(target, build)
+        ),
+    )
 
 
 def wrap_provider(
@@ -258,34 +256,37 @@ def wrap_provider(
     twice. Settings come from ``OTEL_STALL_*`` only; a second call returns the first
     call's processor, as :func:`install` does.
     """
-
-    def build() -> tuple[StallSpanProcessor, bool]:
-        processor = StallSpanProcessor(
+    return _register(
+        provider,
+        lambda: None,
+        lambda processors: StallSpanProcessor(
+            *processors,
             policy=StallPolicy.from_env(environ),
             conventions=Conventions.from_env(environ),
             settings=ProcessorSettings.from_env(environ),
-        )
-        return processor, True
-
-    return _register(provider, build)
+        ),
+    )
 
 
 def _register(
-    target: TracerProvider, build: Callable[[], tuple[StallSpanProcessor, bool]]
+    target: TracerProvider,
+    downstream: Callable[[], tuple[SpanProcessor, ...] | None],
+    make: Callable[[tuple[SpanProcessor, ...]], StallSpanProcessor],
 ) -> StallSpanProcessor:
     """The one processor on ``target``: the one already there, or a new one put in place.
 
-    ``build`` gives a new processor and whether it should take the provider's own
-    processors in (it is added as usual if there are none). It is called only
-    when none is installed yet, so a second install() reads no settings and
-    starts no exporter.
+    ``downstream`` gives the processors the new one wraps, or ``None`` for the
+    provider's own (taken out of it; if it has none, the new one is added as
+    usual); ``make`` builds it around them. Both are called only when none is
+    installed yet, so a second install() reads no settings and starts no exporter.
     """
     with _INSTALLED.lock:
         existing = _INSTALLED.by_provider.get(target)
         if existing is not None:
             return existing
-        processor, wrap = build()
-        if not (wrap and _wrap_existing(target, processor)):
+        processors = downstream()
+        processor = make(processors or ())
+        if not (processors is None and _wrap_existing(target, processor)):
             target.add_span_processor(processor)
         _INSTALLED.by_provider[target] = processor
         return processor
